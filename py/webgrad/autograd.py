@@ -1,0 +1,130 @@
+"""Reverse-mode autograd: grad mode, the Function node, and the backward pass.
+
+A Function's forward runs on Tensors with grad recording off; its backward gets the output's
+gradient as a Tensor and returns one gradient (or None) per Tensor input, written with Tensor
+ops, so every rule runs on whichever device the tensors live on.
+"""
+import contextlib
+import math
+
+_grad_enabled = True
+
+
+def is_grad_enabled():
+    return _grad_enabled
+
+
+@contextlib.contextmanager
+def _grad_mode(enabled):
+    global _grad_enabled
+    previous, _grad_enabled = _grad_enabled, enabled
+    try:
+        yield
+    finally:
+        _grad_enabled = previous
+
+
+class no_grad(contextlib.ContextDecorator):
+    """Context manager and decorator that turns off graph recording."""
+
+    def __enter__(self):
+        self._mode = _grad_mode(False)
+        self._mode.__enter__()
+
+    def __exit__(self, *exc):
+        return self._mode.__exit__(*exc)
+
+
+class enable_grad(no_grad):
+    def __enter__(self):
+        self._mode = _grad_mode(True)
+        self._mode.__enter__()
+
+
+class Function:
+    """One recorded op. Subclasses define forward(*args, **kwargs) and backward(grad)."""
+
+    def __init__(self, inputs):
+        self.inputs = inputs          # positional args of forward: Tensors and plain values
+        self.freed = False
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        from ._tensor import Tensor
+        ctx = cls(args)
+        with _grad_mode(False):
+            out = ctx.forward(*args, **kwargs)
+        if _grad_enabled and any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            out.requires_grad = True
+            out._ctx = ctx
+        return out
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError
+
+    def backward(self, grad):
+        raise NotImplementedError
+
+    def release(self):
+        """Drop what forward kept for backward (the graph is freed after a backward)."""
+        self.__dict__ = {"inputs": self.inputs, "freed": True}
+
+
+def _graph_order(root):
+    """Tensors of root's graph that need a gradient, outputs before their inputs."""
+    from ._tensor import Tensor
+    order, seen = [], set()
+    stack = [(root, False)]
+    while stack:
+        t, expanded = stack.pop()
+        if expanded:
+            order.append(t)
+            continue
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        stack.append((t, True))
+        if t._ctx is not None:
+            for parent in t._ctx.inputs:
+                if isinstance(parent, Tensor) and parent.requires_grad and id(parent) not in seen:
+                    stack.append((parent, False))
+    return reversed(order)
+
+
+def backward(root, grad=None, retain_graph=False):
+    from ._tensor import Tensor, ones_like
+    if not root.requires_grad:
+        raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+    if grad is None:
+        if math.prod(root.shape) != 1:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs; "
+                               "pass a gradient to backward()")
+        grad = ones_like(root)
+    grads = {id(root): grad}
+    with _grad_mode(False):
+        for t in _graph_order(root):
+            g = grads.pop(id(t), None)
+            if g is None:
+                continue
+            ctx = t._ctx
+            if ctx is None:                      # a leaf: accumulate into .grad
+                t.grad = g if t.grad is None else t.grad + g
+                continue
+            if ctx.freed:
+                raise RuntimeError(
+                    "Trying to backward through the graph a second time; its saved tensors "
+                    "were freed after the first backward. Pass retain_graph=True the first time.")
+            input_grads = ctx.backward(g)
+            if not isinstance(input_grads, tuple):
+                input_grads = (input_grads,)
+            tensors = [a for a in ctx.inputs if isinstance(a, Tensor)]
+            for parent, pg in zip(tensors, input_grads):
+                if pg is None or not parent.requires_grad:
+                    continue
+                if pg.shape != parent.shape:
+                    raise RuntimeError(f"{type(ctx).__name__}.backward gave a gradient of shape "
+                                       f"{pg.shape} for an input of shape {parent.shape}")
+                key = id(parent)
+                grads[key] = pg if key not in grads else grads[key] + pg
+            if not retain_graph:
+                ctx.release()

@@ -1,0 +1,96 @@
+"""The cpu device: NumPy. It is the reference the webgpu kernels are tested against, so each op
+runs its MapOp/ReduceOp's NumPy twin, and random numbers use the same counter hash as WGSL."""
+import math
+
+import numpy as np
+
+
+def _np_dtype(dtype):
+    return np.bool_ if dtype.kind == "b" else np.dtype(dtype.name)
+
+
+class CPUBackend:
+    name = "cpu"
+    is_software = False
+
+    def view(self, t):
+        """The NumPy view of a tensor's (storage, shape, strides, offset)."""
+        item = t._storage.itemsize
+        return np.lib.stride_tricks.as_strided(t._storage[t._offset:], t.shape, [s * item for s in t._strides])
+
+    def empty(self, numel, dtype):
+        return np.zeros(numel, _np_dtype(dtype))
+
+    def upload(self, raw, dtype):
+        return np.frombuffer(bytes(raw), dtype=_np_dtype(dtype)).copy()
+
+    def download(self, t):
+        return np.ascontiguousarray(self.view(t)).tobytes()
+
+    def map(self, op, args, shape, compute, out_dtype, out=None):
+        arrays = [self.view(a).astype(_np_dtype(compute), copy=False)
+                  if hasattr(a, "_storage") and not (op.arg_kinds and op.arg_kinds[i]) else
+                  (self.view(a) if hasattr(a, "_storage") else a) for i, a in enumerate(args)]
+        with np.errstate(all="ignore"):
+            if op.name == "arange":
+                result = arrays[0] + np.arange(math.prod(shape)).astype(_np_dtype(compute)) * arrays[1]
+            else:
+                result = op.numpy(np, *arrays)
+        result = np.broadcast_to(np.asarray(result).astype(_np_dtype(out_dtype), copy=False), shape)
+        if out is not None:
+            np.copyto(self.view(out), result, casting="unsafe")
+            return out._storage
+        return np.ascontiguousarray(result).reshape(-1).copy()
+
+    def reduce(self, op, x, dims, out_dtype):
+        a = self.view(x)
+        if not x.dtype.is_floating_point:
+            a = a.astype(np.int32)
+        return np.asarray(op.numpy(np, a, dims)).astype(_np_dtype(out_dtype)).reshape(-1)
+
+    def matmul(self, a, b):
+        return np.matmul(self.view(a), self.view(b)).reshape(-1)
+
+    def gather(self, x, dim, index):
+        idx = self.view(index)
+        size = x.shape[dim]
+        if idx.size and (idx.min() < -size or idx.max() >= size):
+            raise IndexError(f"gather: index out of range for dimension {dim} with size {size}")
+        src = self.view(x)[tuple(slice(0, s) for s in index.shape[:dim]) + (slice(None),) +
+                           tuple(slice(0, s) for s in index.shape[dim + 1:])]
+        return np.take_along_axis(src, idx % size, axis=dim).reshape(-1).copy()
+
+    def scatter_add(self, grad, dim, index, shape):
+        out = np.zeros(shape, self.view(grad).dtype)
+        region = out[tuple(slice(0, s) for s in index.shape)]  # a view: scatter writes through it
+        idx = self.view(index) % shape[dim]
+        grid = list(np.indices(index.shape, sparse=True))
+        grid[dim] = idx
+        np.add.at(region, tuple(grid), self.view(grad))
+        return out.reshape(-1)
+
+    def random(self, numel, normal, seed, offset, dtype):
+        if normal:
+            u = uniform_bits(seed, offset, 2 * numel)
+            u1, u2 = u[0::2], u[1::2]
+            values = np.sqrt(-2 * np.log(1 - u1)) * np.cos(np.float32(2 * math.pi) * u2)
+        else:
+            values = uniform_bits(seed, offset, numel)
+        return values.astype(_np_dtype(dtype))
+
+    def sync(self):
+        pass
+
+
+def _pcg(v):
+    # the PCG hash, identical to pcg_hash in shaders/random.wgsl (uint32 arithmetic wraps)
+    state = v * np.uint32(747796405) + np.uint32(2891336453)
+    word = ((state >> ((state >> np.uint32(28)) + np.uint32(4))) ^ state) * np.uint32(277803737)
+    return (word >> np.uint32(22)) ^ word
+
+
+def uniform_bits(seed, offset, count):
+    """float32 uniforms on [0, 1) from hash(hash(offset + i) ^ hash(seed))."""
+    i = (np.arange(count, dtype=np.uint64) + offset).astype(np.uint32)
+    bits = _pcg(_pcg(i) ^ _pcg(np.full(1, seed, np.uint32)))
+    return (bits >> np.uint32(8)).astype(np.float32) * np.float32(1.0 / 16777216.0)

@@ -1,0 +1,266 @@
+"""The webgpu device: turns each op into a WGSL kernel (from shaders/) and queues it.
+
+Kernel sources are the .wgsl files with a few {{slots}} filled per op and dtype; a filled source
+is compiled once and cached by its key. Tensors arrive as (storage, shape, strides, offset)
+views and every kernel reads through the strides, so views and broadcasts cost no copies.
+"""
+import array
+import math
+import os
+import sys
+
+from ... import dtypes
+from .runtime import Runtime, f32_bits
+
+_SHADER_DIRS = (os.path.join(os.path.dirname(__file__), "..", "..", "shaders"),      # inside the wheel
+                os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "shaders"))  # the repo
+_sources = {}
+
+
+def shader(name):
+    """The text of shaders/<name>.wgsl, after the shared shaders/common.wgsl."""
+    if name not in _sources:
+        for folder in _SHADER_DIRS:
+            path = os.path.join(folder, f"{name}.wgsl")
+            if os.path.exists(path):
+                with open(path) as f:
+                    _sources[name] = f.read()
+                break
+        else:
+            raise RuntimeError(f"webgpu: shader file {name}.wgsl not found in {_SHADER_DIRS}")
+    return _sources[name]
+
+
+def fill(template, **slots):
+    source = shader("common") + "\n" + shader(template)
+    for name, value in slots.items():
+        source = source.replace("{{" + name + "}}", value)
+    return source
+
+
+def _word(value, dtype):
+    """A scalar operand as the u32 word its WGSL type is bitcast from."""
+    if dtype.kind == "f":
+        return f32_bits(float(value))
+    return int(value) & 0xFFFFFFFF
+
+
+def _groups(count, size=256):
+    return max(1, -(-count // size))
+
+
+def _check_gpu_dtype(dtype, what):
+    if dtype is dtypes.float64:
+        raise TypeError(f"webgpu: {what} float64 is not supported (WGSL has no f64); use float32")
+
+
+_LOWEST = {"f32": "bitcast<f32>(0xff800000u)", "i32": "bitcast<i32>(0x80000000u)", "u32": "0u"}
+_HIGHEST = {"f32": "bitcast<f32>(0x7f800000u)", "i32": "2147483647", "u32": "0xffffffffu"}
+
+
+class WebGPUBackend:
+    name = "webgpu"
+
+    def __init__(self, driver):
+        self.driver = driver
+        self.runtime = Runtime(driver)
+        self.is_software = driver.is_software
+        self.info = driver.info
+
+    @classmethod
+    def create(cls):
+        if sys.platform == "emscripten":
+            from .browser import BrowserDriver
+            return cls(BrowserDriver())
+        from .native import NativeDriver
+        return cls(NativeDriver())
+
+    # ---- host transfer ----
+    def empty(self, numel, dtype):
+        _check_gpu_dtype(dtype, "tensors of")
+        return self.runtime.alloc(max(4, math.ceil(numel * dtype.gpu_itemsize / 4) * 4))
+
+    def upload(self, raw, dtype):
+        raw = memoryview(raw).cast("B")
+        numel = len(raw) // dtype.itemsize
+        storage = self.empty(numel, dtype)
+        if dtype is dtypes.bool_:
+            raw = array.array("I", raw.tolist()).tobytes()
+        if len(raw):
+            self.runtime.write(storage, raw)
+        return storage
+
+    def download(self, t):
+        if t.dtype is dtypes.uint8:
+            # bytes are packed four to a word; read the whole span and pick the elements here
+            span = (t._offset, t._offset + sum((s - 1) * st for s, st in zip(t.shape, t._strides)) + 1)
+            raw = bytes(self.runtime.read(t._storage, span[0], span[1] - span[0])) if t.numel() else b""
+            return bytes(raw[p - span[0]] for p in _positions(t)) if not t.is_contiguous() else raw[:t.numel()]
+        if not t.is_contiguous():
+            t = t.clone()
+        size = t.dtype.gpu_itemsize
+        raw = self.runtime.read(t._storage, t._offset * size, t.numel() * size) if t.numel() else b""
+        if t.dtype is dtypes.bool_:
+            return bytes(memoryview(raw).cast("I"))
+        return bytes(raw)
+
+    # ---- kernels ----
+    def map(self, op, args, shape, compute, out_dtype, out=None):
+        _check_gpu_dtype(compute, "computing in")
+        if out_dtype is dtypes.uint8:
+            raise TypeError(f"webgpu: {op.name} cannot produce uint8 (GPU kernels write 32-bit words); "
+                            "convert with .float() or .int() first")
+        numel = math.prod(shape)
+        storage = out._storage if out is not None else self.empty(numel, out_dtype)
+        if numel == 0:
+            return storage
+        tensors = [a for a in args if hasattr(a, "_storage")]
+        layouts = [out] + tensors if out is not None else tensors
+        contiguous = all(t.is_contiguous() for t in layouts)
+        key = ("elementwise", op.name, op.wgsl, compute.name, out_dtype.name, contiguous,
+               tuple((a.dtype.name if hasattr(a, "_storage") else "scalar") for a in args))
+        pipeline = self.runtime.pipeline(key, lambda: self._map_source(op, args, compute, out_dtype, contiguous),
+                                         bindings=("read_write",) + ("read",) * len(tensors))
+        nd = 0 if contiguous else len(shape)
+        words = [numel, nd, *(shape if nd else ())]
+        words += [out._offset if out is not None else 0, *((out._strides if out is not None else
+                                                             _contiguous(shape)) if nd else ())]
+        for t in tensors:
+            words += [t._offset, *(t._strides if nd else ())]
+        words += [_word(a, compute) for a in args if not hasattr(a, "_storage")]
+        self.runtime.dispatch(pipeline, [storage] + [t._storage for t in tensors], words, _groups(numel))
+        return storage
+
+    @staticmethod
+    def _map_source(op, args, compute, out_dtype, contiguous):
+        names = "abc"
+        bindings = [f"@group(0) @binding(1) var<storage, read_write> out: array<{out_dtype.wgsl}>;"]
+        body = []
+
+        def element(slot):
+            layout = f"2u + nd + {slot}u * (1u + nd)"
+            return f"p[{layout}] + i" if contiguous else f"strided(i, nd, 2u, {layout})"
+
+        body.append(f"    let o = {element(0)};")
+        n_tensors = sum(1 for a in args if hasattr(a, "_storage"))
+        slot = scalar = 0
+        for k, a in enumerate(args):
+            raw = op.arg_kinds is not None and op.arg_kinds[k] is not None
+            if hasattr(a, "_storage"):
+                slot += 1
+                bindings.append(f"@group(0) @binding({slot + 1}) var<storage, read> in{slot}: "
+                                f"array<{a.dtype.wgsl}>;")
+                body.append(f"    let e{slot} = {element(slot)};")
+                value = f"byte_at(in{slot}[e{slot} >> 2u], e{slot})" if a.dtype is dtypes.uint8 else f"in{slot}[e{slot}]"
+                body.append(f"    let {names[k]} = {value if raw else f'T({value})'};")
+            else:
+                word = f"p[2u + nd + {n_tensors + 1}u * (1u + nd) + {scalar}u]"
+                body.append(f"    let {names[k]} = {word if compute.wgsl == 'u32' else f'bitcast<T>({word})'};")
+                scalar += 1
+        body.append(f"    out[o] = {op.wgsl};")
+        return fill("elementwise", compute=compute.wgsl, bindings="\n".join(bindings), body="\n".join(body))
+
+    def reduce(self, op, x, dims, out_dtype):
+        _check_gpu_dtype(x.dtype, "reducing")
+        kept = [d for d in range(x.ndim) if d not in dims]
+        n_out = math.prod(x.shape[d] for d in kept)
+        n_red = math.prod(x.shape[d] for d in dims)
+        storage = self.empty(n_out, out_dtype)
+        if n_out == 0:
+            return storage
+        compute = "f32" if x.dtype.is_floating_point else "i32"
+        load = "byte_at(x[at >> 2u], at)" if x.dtype is dtypes.uint8 else "x[at]"
+        key = ("reduce", op.name, x.dtype.name, out_dtype.name)
+        store = "out[o] = i32(at);" if op.arg else f"out[o] = {out_dtype.wgsl}(acc);"
+        pipeline = self.runtime.pipeline(key, lambda: fill(
+            "reduce", compute=compute, out_type=out_dtype.wgsl, in_type=x.dtype.wgsl, load=f"T({load})",
+            lowest=_LOWEST[compute], highest=_HIGHEST[compute], identity=op.identity,
+            combine=op.combine, store=store))
+        words = [n_out, n_red, len(kept), len(dims), x._offset,
+                 *(x.shape[d] for d in kept), *(x._strides[d] for d in kept),
+                 *(x.shape[d] for d in dims), *(x._strides[d] for d in dims)]
+        self.runtime.dispatch(pipeline, [storage, x._storage], words, n_out)
+        return storage
+
+    def matmul(self, a, b):
+        _check_gpu_dtype(a.dtype, "matmul in")
+        *batch, m, k = a.shape
+        n = b.shape[-1]
+        nb, count = len(batch), math.prod(batch)
+        if k == 0:   # an empty sum: zeros
+            from ...ops.creation import FILL
+            return self.map(FILL, (0.0,), (count * m * n,), a.dtype, a.dtype)
+        storage = self.empty(count * m * n, a.dtype)
+        if count * m * n == 0:
+            return storage
+        pipeline = self.runtime.pipeline(("matmul",), lambda: fill("matmul"),
+                                         bindings=("read_write", "read", "read"))
+        words = [m, n, k, nb, a._offset, a._strides[-2], a._strides[-1], b._offset, b._strides[-2],
+                 b._strides[-1], *batch, *a._strides[:nb], *b._strides[:nb]]
+        self.runtime.dispatch(pipeline, [storage, a._storage, b._storage], words,
+                              (_groups(n, 16), _groups(m, 16), count))
+        return storage
+
+    def gather(self, x, dim, index):
+        return self._gather_kernel("gather", x.dtype, index.shape, [x, index], [
+            x.shape[dim], math.prod(index.shape[dim + 1:]), *index.shape,
+            x._offset, *x._strides, index._offset, *index._strides], dim)
+
+    def scatter_add(self, grad, dim, index, shape):
+        return self._gather_kernel("scatter_add", grad.dtype, shape, [grad, index], [
+            index.shape[dim], 0, *shape, *index.shape,
+            index._offset, *index._strides, grad._offset, *grad._strides], dim)
+
+    def _gather_kernel(self, entry, dtype, shape, inputs, words, dim):
+        _check_gpu_dtype(dtype, f"{entry} of")
+        if dtype is dtypes.uint8:
+            raise TypeError(f"webgpu: {entry} of uint8 tensors is not supported; convert with .int() first")
+        numel = math.prod(shape)
+        storage = self.empty(numel, dtype)
+        if numel:
+            pipeline = self.runtime.pipeline(("gather", entry, dtype.name), lambda: fill("gather", type=dtype.wgsl),
+                                             entry=entry, bindings=("read_write", "read", "read"))
+            self.runtime.dispatch(pipeline, [storage] + [t._storage for t in inputs],
+                                  [numel, len(shape), dim] + words, _groups(numel))
+        return storage
+
+    def random(self, numel, normal, seed, offset, dtype):
+        _check_gpu_dtype(dtype, "random")
+        storage = self.empty(numel, dtype)
+        if numel:
+            pipeline = self.runtime.pipeline(("random",), lambda: fill("random"), bindings=("read_write",))
+            self.runtime.dispatch(pipeline, [storage], [numel, seed, offset, int(normal)], _groups(numel))
+        return storage
+
+    def optimizer_step(self, kind, param, grad, states, hyper):
+        """kind 'sgd', 'sgd_momentum' or 'adam': update param (and its state tensors) in place; hyper is the
+        kernel's list of hyperparameters (floats, with flags as ints), see shaders/optim.wgsl."""
+        numel = param.numel()
+        if numel == 0:
+            return
+        bindings = ("read_write", "read") + ("read_write",) * len(states)
+        pipeline = self.runtime.pipeline(("optim", kind, len(states)), lambda: fill("optim"),
+                                         entry=kind, bindings=bindings)
+        words = [numel, param._offset, grad._offset] + [
+            h if isinstance(h, int) and not isinstance(h, bool) else f32_bits(h) for h in hyper]
+        self.runtime.dispatch(pipeline, [param._storage, grad._storage] + [s._storage for s in states],
+                              words, _groups(numel))
+
+    def sync(self):
+        self.runtime.sync()
+
+    def memory_stats(self):
+        return self.runtime.memory_stats()
+
+
+def _contiguous(shape):
+    from ..._tensor import contiguous_strides
+    return contiguous_strides(shape)
+
+
+def _positions(t):
+    """Element positions of a strided view, in row-major order."""
+    positions = [t._offset]
+    for size, stride in zip(t.shape, t._strides):
+        positions = [p + i * stride for p in positions for i in range(size)]
+    return positions

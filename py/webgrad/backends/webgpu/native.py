@@ -1,0 +1,218 @@
+"""Native WebGPU driver (wgpu-py): the thin layer under webgrad's WebGPU runtime.
+
+The runtime plans everything (kernels, buffers, parameter packing); this driver only owns the GPU
+objects and hands out small integer handles for them, so that the browser's JS bridge can implement
+the very same interface.
+
+Every kernel's @group(0) @binding(0) is `var<storage, read> p: array<u32>`: a PARAMS_BYTES window
+into one shared "params arena" buffer, selected per dispatch with a dynamic offset. Storage buffers
+follow at @binding(1), @binding(2), ...
+"""
+
+import itertools
+
+import wgpu
+
+PARAMS_BYTES = 256  # one dispatch's parameter block (256 is also the largest legal offset alignment)
+
+_ARENA_MIN_BYTES = 64 * 1024
+
+# Raised from the WebGPU defaults to whatever the adapter supports; nothing else is requested.
+_RAISED_LIMITS = (
+    "max-storage-buffer-binding-size",
+    "max-buffer-size",
+    "max-storage-buffers-per-shader-stage",
+    "max-compute-workgroup-storage-size",
+    "max-compute-invocations-per-workgroup",
+    "max-compute-workgroup-size-x",
+    "max-compute-workgroup-size-y",
+)
+_REPORTED_LIMITS = (
+    "max-storage-buffer-binding-size",
+    "max-buffer-size",
+    "max-compute-workgroups-per-dimension",
+    "max-storage-buffers-per-shader-stage",
+    "max-compute-invocations-per-workgroup",
+    "max-compute-workgroup-storage-size",
+    "max-compute-workgroup-size-x",
+    "max-compute-workgroup-size-y",
+    "min-storage-buffer-offset-alignment",
+)
+_BUFFER_TYPES = {"read": wgpu.BufferBindingType.read_only_storage, "read_write": wgpu.BufferBindingType.storage}
+
+_NO_ADAPTER = (
+    "webgrad: no WebGPU adapter was found, so the 'webgpu' device is unavailable. Natively, wgpu "
+    "needs a Vulkan, Metal or DX12 driver: install your GPU's driver, or on Linux a software Vulkan "
+    "adapter with `apt-get install mesa-vulkan-drivers` (lavapipe)."
+)
+
+
+def _align4(n):
+    return (n + 3) & ~3
+
+
+class NativeDriver:
+    def __init__(self):
+        try:
+            adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+        except RuntimeError as e:  # wgpu-native raises here, where the WebGPU spec resolves to null
+            raise RuntimeError(f"{_NO_ADAPTER}\n(wgpu: {e})") from e
+        if adapter is None:
+            raise RuntimeError(_NO_ADAPTER)
+        self._device = adapter.request_device_sync(
+            label="webgrad", required_limits={k: adapter.limits[k] for k in _RAISED_LIMITS}
+        )
+        self._queue = self._device.queue
+
+        ai = adapter.info
+        self.info = {
+            "name": ai["device"],
+            "vendor": ai["vendor"],
+            "backend": ai["backend_type"],
+            "adapter_type": ai["adapter_type"],
+            "driver": ai["description"],
+        }
+        self.is_software = ai["adapter_type"] == "CPU"  # lavapipe / SwiftShader
+        self.limits = {k.replace("-", "_"): self._device.limits[k] for k in _REPORTED_LIMITS}
+
+        self._handles = itertools.count(1)
+        self._buffers = {}  # handle -> GPUBuffer
+        self._pipelines = {}  # handle -> (GPUComputePipeline, bindings)
+        self._layouts = {}  # bindings -> (GPUBindGroupLayout, GPUPipelineLayout)
+        self._bind_groups = {}  # (bindings, buffer handles) -> GPUBindGroup; all of them bind the arena
+        self._bind_groups_of = {}  # buffer handle -> set of _bind_groups keys that use it
+        self._fence = self._device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
+        self._arena = self._device.create_buffer(
+            label="webgrad-params", size=_ARENA_MIN_BYTES, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST
+        )
+
+    # ---- buffers
+
+    def create_buffer(self, size):
+        handle = next(self._handles)
+        self._buffers[handle] = self._device.create_buffer(
+            size=max(4, _align4(size)),
+            usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST,
+        )
+        return handle
+
+    def write_buffer(self, handle, offset, data):
+        data = memoryview(data).cast("B")
+        n = len(data)
+        if n == 0:
+            return
+        start, end = offset & ~3, _align4(offset + n)
+        if (start, end) != (offset, offset + n):
+            # WebGPU only writes whole 4-byte words. Fill the partial edge words with the buffer's
+            # current bytes so that neighbouring bytes survive (a blocking readback, but tensors are
+            # word-aligned, so this is the rare path).
+            span = bytearray(end - start)
+            span[:4] = self.read_buffer(handle, start, 4)
+            span[-4:] = self.read_buffer(handle, end - 4, 4)
+            span[offset - start : offset - start + n] = data
+            data = span
+        self._queue.write_buffer(self._buffers[handle], start, data)
+
+    def read_buffer(self, handle, offset, size):
+        if size == 0:
+            return b""
+        start, end = offset & ~3, _align4(offset + size)  # copies must be word-aligned too
+        data = self._queue.read_buffer(self._buffers[handle], start, end - start)
+        return data[offset - start : offset - start + size]
+
+    def destroy_buffer(self, handle):
+        self._buffers.pop(handle).destroy()
+        for key in self._bind_groups_of.pop(handle, ()):
+            del self._bind_groups[key]
+            # Unlink the group from its other buffers too, or a long-lived buffer (a weight bound
+            # with ever-new temporaries) would collect dead keys forever.
+            for other in key[1]:
+                if other != handle:
+                    self._bind_groups_of[other].discard(key)
+
+    # ---- pipelines
+
+    def create_pipeline(self, label, wgsl, entry, bindings):
+        bindings = tuple(bindings)
+        _, pipeline_layout = self._layout(bindings)
+        # wgpu-native validates synchronously and wgpu-py raises the error from the failing call
+        # (a GPUValidationError carrying naga's diagnostic), so catching is enough to never hand
+        # out a broken pipeline.
+        try:
+            module = self._device.create_shader_module(label=label, code=wgsl)
+            pipeline = self._device.create_compute_pipeline(
+                label=label, layout=pipeline_layout, compute={"module": module, "entry_point": entry}
+            )
+        except wgpu.GPUError as e:
+            raise RuntimeError(f"webgrad: WebGPU kernel '{label}' failed to compile:\n{e}") from e
+        handle = next(self._handles)
+        self._pipelines[handle] = (pipeline, bindings)
+        return handle
+
+    def _layout(self, bindings):
+        if bindings not in self._layouts:
+            compute = wgpu.ShaderStage.COMPUTE
+            params = {"type": wgpu.BufferBindingType.read_only_storage, "has_dynamic_offset": True}
+            entries = [{"binding": 0, "visibility": compute, "buffer": params}]
+            entries += [
+                {"binding": i, "visibility": compute, "buffer": {"type": _BUFFER_TYPES[access]}}
+                for i, access in enumerate(bindings, start=1)
+            ]
+            bgl = self._device.create_bind_group_layout(entries=entries)
+            self._layouts[bindings] = (bgl, self._device.create_pipeline_layout(bind_group_layouts=[bgl]))
+        return self._layouts[bindings]
+
+    # ---- execution
+
+    def submit(self, params, dispatches):
+        if not dispatches:
+            return
+        if len(params) % 4:
+            params = bytes(params) + bytes(4 - len(params) % 4)
+        needed = max(len(params), max(d[2] for d in dispatches) + PARAMS_BYTES)
+        if needed > self._arena.size:
+            self._grow_arena(needed)
+        if params:
+            self._queue.write_buffer(self._arena, 0, params)
+
+        encoder = self._device.create_command_encoder()
+        cpass = encoder.begin_compute_pass()
+        for pipeline_handle, buffer_handles, params_offset, (x, y, z) in dispatches:
+            pipeline, bindings = self._pipelines[pipeline_handle]
+            cpass.set_pipeline(pipeline)
+            cpass.set_bind_group(0, self._bind_group(bindings, tuple(buffer_handles)), [params_offset])
+            cpass.dispatch_workgroups(x, y, z)
+        cpass.end()
+        self._queue.submit([encoder.finish()])
+
+    def _grow_arena(self, needed):
+        # The old arena is just dropped: work already submitted keeps it alive until it completes.
+        self._arena = self._device.create_buffer(
+            label="webgrad-params",
+            size=1 << (needed - 1).bit_length(),
+            usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST,
+        )
+        # Every cached bind group binds the old arena.
+        self._bind_groups.clear()
+        self._bind_groups_of.clear()
+
+    def _bind_group(self, bindings, buffer_handles):
+        key = (bindings, buffer_handles)
+        group = self._bind_groups.get(key)
+        if group is None:
+            entries = [{"binding": 0, "resource": {"buffer": self._arena, "offset": 0, "size": PARAMS_BYTES}}]
+            entries += [
+                {"binding": i, "resource": self._buffers[h]}  # a bare buffer binds its whole size
+                for i, h in enumerate(buffer_handles, start=1)
+            ]
+            group = self._device.create_bind_group(layout=self._layout(bindings)[0], entries=entries)
+            self._bind_groups[key] = group
+            for h in buffer_handles:
+                self._bind_groups_of.setdefault(h, set()).add(key)
+        return group
+
+    def sync(self):
+        # queue.on_submitted_work_done_sync() is broken in wgpu-py 0.32 (its callback type does not
+        # match the bundled wgpu-native), so fence instead: a readback is queued behind all submitted
+        # work and blocks until it has finished.
+        self._queue.read_buffer(self._fence)

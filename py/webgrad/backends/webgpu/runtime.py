@@ -1,0 +1,145 @@
+"""The WebGPU runtime shared by both drivers (native wgpu-py and the browser bridge).
+
+It owns what makes GPU work cheap: compiled pipelines cached by kernel key, a buffer pool by
+size class, and a queue of dispatches that is encoded into one compute pass and one submit
+when a value is read or the queue is long. Each dispatch's parameters are 64 u32 words in one
+shared arena that the driver uploads with the batch.
+"""
+import struct
+from collections import defaultdict
+
+PARAMS_BYTES = 256
+PARAMS_WORDS = PARAMS_BYTES // 4
+MAX_QUEUED = 1024
+_F32 = struct.Struct("<f")
+_U32 = struct.Struct("<I")
+
+
+def f32_bits(value):
+    return _U32.unpack(_F32.pack(value))[0]
+
+
+def _size_class(nbytes):
+    """Round up to 256 bytes, then to a quarter of the next power of two, so buffers are reused."""
+    nbytes = max(256, (nbytes + 255) & ~255)
+    quarter = max(256, 1 << (nbytes.bit_length() - 3))
+    return (nbytes + quarter - 1) // quarter * quarter
+
+
+class Storage:
+    """A pooled GPU buffer; it goes back to the pool when the last tensor using it dies."""
+    __slots__ = ("handle", "nbytes", "runtime", "__weakref__")
+
+    def __init__(self, handle, nbytes, runtime):
+        self.handle, self.nbytes, self.runtime = handle, nbytes, runtime
+
+    def __del__(self):
+        try:
+            self.runtime.release(self)
+        except Exception:  # interpreter shutdown: the runtime may already be gone
+            pass
+
+
+class Runtime:
+    def __init__(self, driver):
+        self.driver = driver
+        self.limits = driver.limits
+        self._pipelines = {}
+        self._free = defaultdict(list)     # size class -> buffer handles ready for reuse
+        self._released = []                # freed since the last submit: queued work may still use them
+        self._queue = []
+        self._params = bytearray()
+        self.live_buffers = self.live_bytes = self.pool_bytes = self.peak_bytes = 0
+
+    # ---- buffers ----
+    def alloc(self, nbytes):
+        limit = self.limits["max_storage_buffer_binding_size"]
+        if nbytes > limit:
+            raise RuntimeError(f"webgpu: a tensor of {nbytes} bytes exceeds this adapter's "
+                               f"maxStorageBufferBindingSize of {limit} bytes")
+        size = _size_class(nbytes)
+        if size > limit:
+            size = (nbytes + 255) & ~255
+        free = self._free[size]
+        if free:
+            handle = free.pop()
+            self.pool_bytes -= size
+        else:
+            handle = self.driver.create_buffer(size)
+        self.live_buffers += 1
+        self.live_bytes += size
+        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        return Storage(handle, size, self)
+
+    def release(self, storage):
+        self.live_buffers -= 1
+        self.live_bytes -= storage.nbytes
+        self._released.append((storage.nbytes, storage.handle))
+
+    def write(self, storage, data):
+        self.driver.write_buffer(storage.handle, 0, data)
+
+    def read(self, storage, offset, nbytes):
+        self.flush()
+        return self.driver.read_buffer(storage.handle, offset, nbytes)
+
+    def empty_pool(self):
+        self.flush()
+        for handles in self._free.values():
+            for handle in handles:
+                self.driver.destroy_buffer(handle)
+        self._free.clear()
+        self.pool_bytes = 0
+
+    # ---- kernels ----
+    def pipeline(self, key, make_source, entry="main", bindings=("read_write", "read")):
+        handle = self._pipelines.get(key)
+        if handle is None:
+            label = f"{key[0]}:{entry}"
+            handle = self.driver.create_pipeline(label, make_source(), entry, bindings)
+            self._pipelines[key] = handle
+        return handle
+
+    def dispatch(self, pipeline, storages, words, groups):
+        """Queue one dispatch of `groups` workgroups (a count, or an (x, y, z) grid)."""
+        if len(words) > PARAMS_WORDS:
+            raise RuntimeError(f"webgpu: kernel parameters exceed {PARAMS_WORDS} words "
+                               f"(too many dimensions?)")
+        offset = len(self._params)
+        self._params += struct.pack(f"<{len(words)}I", *words)
+        self._params += bytes(PARAMS_BYTES - 4 * len(words))
+        self._queue.append((pipeline, tuple(s.handle for s in storages), offset, self._grid(groups)))
+        if len(self._queue) >= MAX_QUEUED:
+            self.flush()
+
+    def _grid(self, groups):
+        per_dim = self.limits["max_compute_workgroups_per_dimension"]
+        if isinstance(groups, tuple):
+            if max(groups) > per_dim:
+                raise RuntimeError(f"webgpu: grid {groups} exceeds {per_dim} workgroups per dimension")
+            return groups
+        if groups <= per_dim:
+            return (groups, 1, 1)
+        rows = -(-groups // per_dim)
+        if rows > per_dim:
+            raise RuntimeError(f"webgpu: {groups} workgroups exceed what one dispatch can address")
+        return (per_dim, rows, 1)
+
+    def flush(self):
+        if self._queue:
+            self.driver.submit(bytes(self._params), self._queue)
+            self._queue = []
+            self._params = bytearray()
+        # submitted: later work (and buffer uploads, which the queue orders after it) may reuse these
+        for size, handle in self._released:
+            self._free[size].append(handle)
+            self.pool_bytes += size
+        self._released = []
+
+    def sync(self):
+        self.flush()
+        self.driver.sync()
+
+    def memory_stats(self):
+        return {"live_buffers": self.live_buffers, "live_bytes": self.live_bytes,
+                "pool_bytes": self.pool_bytes, "peak_bytes": self.peak_bytes}

@@ -1,0 +1,55 @@
+"""Tensor element types.
+
+WGSL has 32-bit scalars only: uint8 data lives packed four to a u32 word on the GPU and bool
+as one u32 per element. float64 exists on the cpu device alone (finite-difference checks).
+"""
+
+
+class DType:
+    def __init__(self, name, itemsize, kind, wgsl, gpu_itemsize, array_code):
+        self.name = name
+        self.itemsize = itemsize          # bytes per element on the host
+        self.kind = kind                  # 'f' float, 'i' signed int, 'u' unsigned int, 'b' bool
+        self.wgsl = wgsl                  # WGSL type of one element as a kernel computes with it
+        self.gpu_itemsize = gpu_itemsize  # bytes per element in a GPU buffer (0.25 when packed)
+        self.array_code = array_code      # the `array` module's typecode of the host format
+
+    @property
+    def is_floating_point(self):
+        return self.kind == "f"
+
+    def __repr__(self):
+        return f"webgrad.{self.name}"
+
+
+float32 = DType("float32", 4, "f", "f32", 4, "f")
+float64 = DType("float64", 8, "f", None, None, "d")
+int32 = DType("int32", 4, "i", "i32", 4, "i")
+uint8 = DType("uint8", 1, "u", "u32", 0.25, "B")
+bool_ = DType("bool", 1, "b", "u32", 4, "B")
+
+ALL = (float32, float64, int32, uint8, bool_)
+_BY_NAME = {d.name: d for d in ALL}
+
+
+def as_dtype(value):
+    """A DType from a DType, a name ('float32'), or a NumPy / Python type."""
+    if isinstance(value, DType):
+        return value
+    name = getattr(value, "name", None) or getattr(value, "__name__", None) or str(value)
+    name = {"float": "float32", "int": "int32", "int64": "int32", "long": "int32",
+            "bool_": "bool", "double": "float64"}.get(name, name)
+    if name in _BY_NAME:
+        return _BY_NAME[name]
+    raise TypeError(f"unsupported dtype {value!r}; webgrad has {', '.join(_BY_NAME)}")
+
+
+def promote(a, b):
+    """Result dtype of a binary op on two tensor dtypes (PyTorch's category rule)."""
+    if a is b:
+        return a
+    order = {"b": 0, "u": 1, "i": 2, "f": 3}
+    if a.kind == b.kind == "f":
+        return float64 if float64 in (a, b) else float32
+    hi = a if order[a.kind] >= order[b.kind] else b
+    return int32 if hi is uint8 else hi

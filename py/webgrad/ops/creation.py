@@ -1,0 +1,234 @@
+"""Creating tensors: from host data, constants, ranges and the seeded random generator.
+
+Host data travels as bytes in the host layout of its dtype (array/memoryview, no NumPy needed).
+Random numbers come from a counter-based generator (a hash of seed and element index), run by
+the same formula on both devices, so a seed gives the same numbers on cpu and webgpu.
+"""
+import array
+import math
+
+from .. import dtypes
+from ..backends import get_backend, resolve_device
+from .elementwise import MapOp
+
+
+FILL = MapOp("fill", "a", lambda np, a: a)
+ARANGE = MapOp("arange", "a + T(i) * b", None)   # `i` is the element index; the cpu device uses np.arange
+
+_DEFAULT_SEED = 0x5EED
+_generator = {"seed": _DEFAULT_SEED, "offset": 0}
+
+
+def manual_seed(seed):
+    """Seed the generator behind rand/randn/init on every device."""
+    _generator["seed"] = int(seed) & 0xFFFFFFFF
+    _generator["offset"] = 0
+
+
+def initial_seed():
+    return _generator["seed"]
+
+
+def _next_offset(count):
+    offset = _generator["offset"]
+    _generator["offset"] = (offset + count) & 0xFFFFFFFF
+    return offset
+
+
+def _shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    shape = tuple(int(s) for s in size)
+    if any(s < 0 for s in shape):
+        raise RuntimeError(f"trying to create tensor with negative dimension: {shape}")
+    return shape
+
+
+def _new(storage, shape, dtype, device, requires_grad):
+    from .._tensor import Tensor
+    t = Tensor(storage, shape, dtype, device)
+    return t.requires_grad_() if requires_grad else t
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    shape = _shape((size,) if isinstance(size, int) else (tuple(size),))
+    if dtype is None:
+        dtype = (dtypes.bool_ if isinstance(fill_value, bool) else
+                 dtypes.int32 if isinstance(fill_value, int) else dtypes.float32)
+    dtype, device = dtypes.as_dtype(dtype), resolve_device(device)
+    value = bool(fill_value) if dtype is dtypes.bool_ else (
+        float(fill_value) if dtype.is_floating_point else int(fill_value))
+    storage = get_backend(device).map(FILL, (value,), shape, dtype, dtype)
+    return _new(storage, shape, dtype, device, requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    return full(_shape(size), 0.0, dtype=dtype or dtypes.float32, device=device, requires_grad=requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    return full(_shape(size), 1.0, dtype=dtype or dtypes.float32, device=device, requires_grad=requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False):
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def zeros_like(x, *, dtype=None, device=None, requires_grad=False):
+    return zeros(x.shape, dtype=dtype or x.dtype, device=device or x.device, requires_grad=requires_grad)
+
+
+def ones_like(x, *, dtype=None, device=None, requires_grad=False):
+    return ones(x.shape, dtype=dtype or x.dtype, device=device or x.device, requires_grad=requires_grad)
+
+
+def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False):
+    return full(x.shape, fill_value, dtype=dtype or x.dtype, device=device or x.device,
+                requires_grad=requires_grad)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    if dtype is None:
+        dtype = dtypes.int32 if all(isinstance(v, int) for v in (start, end, step)) else dtypes.float32
+    dtype, device = dtypes.as_dtype(dtype), resolve_device(device)
+    count = max(0, math.ceil((end - start) / step))
+    cast = float if dtype.is_floating_point else int
+    storage = get_backend(device).map(ARANGE, (cast(start), cast(step)), (count,), dtype, dtype)
+    return _new(storage, (count,), dtype, device, requires_grad)
+
+
+def _random(size, normal, dtype, device, requires_grad):
+    shape = _shape(size)
+    dtype, device = dtypes.as_dtype(dtype or dtypes.float32), resolve_device(device)
+    if not dtype.is_floating_point:
+        raise TypeError(f"rand/randn produce floating point tensors, not {dtype.name}")
+    numel = math.prod(shape)
+    offset = _next_offset(2 * numel if normal else numel)
+    storage = get_backend(device).random(numel, normal, _generator["seed"], offset, dtype)
+    return _new(storage, shape, dtype, device, requires_grad)
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False):
+    """Uniform on [0, 1)."""
+    return _random(size, False, dtype, device, requires_grad)
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False):
+    """Standard normal."""
+    return _random(size, True, dtype, device, requires_grad)
+
+
+def rand_like(x, *, dtype=None, device=None):
+    return rand(x.shape, dtype=dtype or x.dtype, device=device or x.device)
+
+
+def randn_like(x, *, dtype=None, device=None):
+    return randn(x.shape, dtype=dtype or x.dtype, device=device or x.device)
+
+
+# ---- host data ----
+def tensor(data, *, dtype=None, device=None, requires_grad=False):
+    """A new tensor holding a copy of data: a number, nested lists, an array.array, a Tensor or a NumPy array."""
+    from .._tensor import Tensor
+    device = resolve_device(device)
+    if isinstance(data, Tensor):
+        out = data.detach().to(device=device, dtype=dtype or data.dtype).clone()
+        return out.requires_grad_() if requires_grad else out
+    if hasattr(data, "__array_interface__"):
+        raw, shape, inferred = _from_numpy(data, dtype)
+    else:
+        raw, shape, inferred = _from_python(data)
+    target = dtypes.as_dtype(dtype) if dtype is not None else inferred
+    if target is dtypes.float64 and device != "cpu":
+        raise TypeError("float64 is not supported on webgpu (WGSL has no f64); use float32")
+    if target is not inferred:
+        raw = _convert(raw, inferred, target)
+    storage = get_backend(device).upload(raw, target)
+    return _new(storage, shape, target, device, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None):
+    from .._tensor import Tensor
+    if isinstance(data, Tensor) and (dtype is None or dtypes.as_dtype(dtype) is data.dtype) and (
+            device is None or resolve_device(device) == data.device):
+        return data
+    return tensor(data, dtype=dtype, device=device)
+
+
+def frombuffer(buffer, dtype=dtypes.uint8, *, device=None):
+    """A 1-D tensor of the bytes in buffer, read as dtype (no NumPy needed)."""
+    dtype = dtypes.as_dtype(dtype)
+    raw = memoryview(buffer).cast("B")
+    if len(raw) % dtype.itemsize:
+        raise ValueError(f"buffer size {len(raw)} is not a multiple of the {dtype.name} element size {dtype.itemsize}")
+    device = resolve_device(device)
+    return _new(get_backend(device).upload(raw, dtype), (len(raw) // dtype.itemsize,), dtype, device, False)
+
+
+def _from_python(data):
+    shape, flat = [], []
+    _flatten(data, 0, shape, flat)
+    if all(isinstance(v, bool) for v in flat) and flat:
+        dtype = dtypes.bool_
+    elif all(isinstance(v, int) for v in flat):
+        dtype = dtypes.int32
+        if flat and not -2**31 <= min(flat) <= max(flat) < 2**31:
+            raise OverflowError("integer value out of the int32 range")
+    else:
+        dtype = dtypes.float32
+    if not flat and not shape:
+        raise ValueError("could not infer a tensor from empty data")
+    return array.array(dtype.array_code, flat).tobytes(), tuple(shape), dtype
+
+
+def _flatten(data, depth, shape, flat):
+    if isinstance(data, (list, tuple)):
+        if len(shape) == depth:
+            shape.append(len(data))
+        elif shape[depth] != len(data):
+            raise ValueError(f"expected sequence of length {shape[depth]} at dim {depth} (got {len(data)})")
+        for item in data:
+            _flatten(item, depth + 1, shape, flat)
+    elif isinstance(data, (bool, int, float)) or hasattr(data, "__float__"):
+        if depth != len(shape):
+            raise ValueError("ragged nested sequence: every element at one depth must be a list or a number")
+        flat.append(data if isinstance(data, (bool, int, float)) else float(data))
+    else:
+        raise TypeError(f"can't make a tensor from an element of type {type(data).__name__}")
+
+
+def _from_numpy(data, dtype):
+    import numpy as np
+    arr = np.asarray(data)
+    kind = arr.dtype.kind
+    if kind == "b":
+        inferred = dtypes.bool_
+    elif arr.dtype == np.uint8:
+        inferred = dtypes.uint8
+    elif kind in "iu":
+        if arr.size and not (-2**31 <= arr.min() and arr.max() < 2**31):
+            raise OverflowError("integer value out of the int32 range")
+        inferred, arr = dtypes.int32, arr.astype(np.int32)
+    elif kind == "f":
+        wanted = dtypes.float64 if dtype is not None and dtypes.as_dtype(dtype) is dtypes.float64 else dtypes.float32
+        inferred, arr = wanted, arr.astype(wanted.name)
+    else:
+        raise TypeError(f"can't make a tensor from a NumPy array of dtype {arr.dtype}")
+    return np.ascontiguousarray(arr).tobytes(), tuple(arr.shape), inferred
+
+
+def _convert(raw, source, target):
+    values = array.array(source.array_code, raw).tolist()
+    if target is dtypes.bool_:
+        values = [bool(v) for v in values]
+    elif target.is_floating_point:
+        values = [float(v) for v in values]
+    else:
+        values = [int(v) for v in values]
+    if target is dtypes.uint8 and any(not 0 <= v < 256 for v in values):
+        raise OverflowError("value out of the uint8 range")
+    return array.array(target.array_code, values).tobytes()

@@ -1,0 +1,247 @@
+"""Elementwise ops. Each MapOp carries its WGSL expression (run by shaders/elementwise.wgsl),
+its NumPy twin (the cpu device) and its gradient, so one entry says all there is about an op.
+
+In a WGSL expression the operands are a, b, c, already converted to the compute type T;
+helpers such as erf_f live in shaders/elementwise.wgsl.
+"""
+import functools
+import math
+
+from .. import dtypes
+from ..autograd import Function
+
+
+class MapOp:
+    def __init__(self, name, wgsl, numpy, grads=(), out=None, floating=False, arg_kinds=None):
+        self.name = name
+        self.wgsl = wgsl          # WGSL expression over a, b, c of type T
+        self.numpy = numpy        # fn(np, *arrays) -> array, the same maths
+        self.grads = grads        # one fn(g, *inputs, out) -> Tensor per input (None: no gradient)
+        self.out = out            # result dtype; None means the compute dtype
+        self.floating = floating  # integer inputs compute in float32 (exp of an int tensor is float)
+        self.arg_kinds = arg_kinds  # per-operand dtype overrides (where's condition is bool)
+
+    def __repr__(self):
+        return f"MapOp({self.name})"
+
+
+def _erf(np, x):
+    # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7), the same formula as erf_f in WGSL
+    t = 1.0 / (1.0 + 0.3275911 * np.abs(x))
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    return np.sign(x) * (1.0 - poly * np.exp(-x * x))
+
+
+def _sigmoid(np, x):
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+
+
+def _pow(np, a, b):
+    return np.power(a, b)
+
+
+_SQRT1_2 = 0.7071067811865476
+_INV_SQRT_2PI = 0.3989422804014327
+_BOOL = "bool"
+
+# ---- the ops ----
+ADD = MapOp("add", "a + b", lambda np, a, b: a + b, (lambda g, a, b, o: g, lambda g, a, b, o: g))
+SUB = MapOp("sub", "a - b", lambda np, a, b: a - b, (lambda g, a, b, o: g, lambda g, a, b, o: -g))
+MUL = MapOp("mul", "a * b", lambda np, a, b: a * b, (lambda g, a, b, o: g * b, lambda g, a, b, o: g * a))
+DIV = MapOp("div", "a / b", lambda np, a, b: a / b,
+            (lambda g, a, b, o: g / b, lambda g, a, b, o: -g * o / b), floating=True)
+POW = MapOp("pow", "pow_f(a, b)", _pow,
+            (lambda g, a, b, o: g * b * pow(a, b - 1), lambda g, a, b, o: g * o * _log_any(a)), floating=True)
+MAXIMUM = MapOp("maximum", "max(a, b)", lambda np, a, b: np.maximum(a, b),
+                (lambda g, a, b, o: _tie_split(g, a, b), lambda g, a, b, o: _tie_split(g, b, a)))
+MINIMUM = MapOp("minimum", "min(a, b)", lambda np, a, b: np.minimum(a, b),
+                (lambda g, a, b, o: _tie_split(g, b, a), lambda g, a, b, o: _tie_split(g, a, b)))
+NEG = MapOp("neg", "-a", lambda np, a: -a, (lambda g, a, o: -g,))
+EXP = MapOp("exp", "exp(a)", lambda np, a: np.exp(a), (lambda g, a, o: g * o,), floating=True)
+LOG = MapOp("log", "log(a)", lambda np, a: np.log(a), (lambda g, a, o: g / a,), floating=True)
+SQRT = MapOp("sqrt", "sqrt(a)", lambda np, a: np.sqrt(a), (lambda g, a, o: g / (2 * o),), floating=True)
+ABS = MapOp("abs", "abs(a)", lambda np, a: np.abs(a), (lambda g, a, o: g * sign(a),))
+SIGN = MapOp("sign", "sign(a)", lambda np, a: np.sign(a), (lambda g, a, o: None,))
+RELU = MapOp("relu", "max(a, T(0))", lambda np, a: np.maximum(a, 0), (lambda g, a, o: g * (a > 0),))
+LEAKY_RELU = MapOp("leaky_relu", "select(a * b, a, a > T(0))", lambda np, a, b: np.where(a > 0, a, a * b),
+                   (lambda g, a, slope, o: g * where(a > 0, 1.0, slope), None), floating=True)
+TANH = MapOp("tanh", "tanh(clamp(a, T(-15), T(15)))", lambda np, a: np.tanh(a),
+             (lambda g, a, o: g * (1 - o * o),), floating=True)
+SIGMOID = MapOp("sigmoid", "sigmoid_f(a)", _sigmoid, (lambda g, a, o: g * o * (1 - o),), floating=True)
+GELU_GRAD = MapOp("gelu_grad", f"0.5 * (1.0 + erf_f(a * {_SQRT1_2})) + a * exp(-0.5 * a * a) * {_INV_SQRT_2PI}",
+                  lambda np, a: (0.5 * (1 + _erf(np, a * _SQRT1_2)) + a * np.exp(-0.5 * a * a) * _INV_SQRT_2PI
+                                 ).astype(a.dtype), floating=True)
+GELU = MapOp("gelu", f"0.5 * a * (1.0 + erf_f(a * {_SQRT1_2}))",
+             lambda np, a: (0.5 * a * (1 + _erf(np, a * _SQRT1_2))).astype(a.dtype),
+             (lambda g, a, o: g * _map(GELU_GRAD, a),), floating=True)
+CLAMP = MapOp("clamp", "clamp(a, b, c)", lambda np, a, lo, hi: np.clip(a, lo, hi),
+              (lambda g, a, lo, hi, o: g * ((a >= lo) & (a <= hi)), None, None))
+WHERE = MapOp("where", "select(c, b, a != 0u)", lambda np, c, a, b: np.where(c, a, b),
+              (None, lambda g, c, a, b, o: where(c, g, 0.0), lambda g, c, a, b, o: where(c, 0.0, g)),
+              arg_kinds=(_BOOL, None, None))
+IDENTITY = MapOp("identity", "a", lambda np, a: a.copy(), (lambda g, a, o: g,))
+EQ = MapOp("eq", "select(0u, 1u, a == b)", lambda np, a, b: a == b, out=_BOOL)
+NE = MapOp("ne", "select(0u, 1u, a != b)", lambda np, a, b: a != b, out=_BOOL)
+LT = MapOp("lt", "select(0u, 1u, a < b)", lambda np, a, b: a < b, out=_BOOL)
+LE = MapOp("le", "select(0u, 1u, a <= b)", lambda np, a, b: a <= b, out=_BOOL)
+GT = MapOp("gt", "select(0u, 1u, a > b)", lambda np, a, b: a > b, out=_BOOL)
+GE = MapOp("ge", "select(0u, 1u, a >= b)", lambda np, a, b: a >= b, out=_BOOL)
+LOGICAL_AND = MapOp("logical_and", "select(0u, 1u, a != T(0) && b != T(0))",
+                    lambda np, a, b: np.logical_and(a, b), out=_BOOL)
+LOGICAL_OR = MapOp("logical_or", "select(0u, 1u, a != T(0) || b != T(0))",
+                   lambda np, a, b: np.logical_or(a, b), out=_BOOL)
+LOGICAL_NOT = MapOp("logical_not", "select(0u, 1u, a == T(0))", lambda np, a: np.logical_not(a), out=_BOOL)
+
+
+@functools.lru_cache(maxsize=None)
+def cast_op(dtype):
+    """The MapOp that converts to dtype: truncation toward zero for ints, nonzero for bool."""
+    if dtype is dtypes.bool_:
+        return MapOp("to_bool", "select(0u, 1u, a != T(0))", lambda np, a: a != 0, out=_BOOL)
+    return MapOp(f"to_{dtype.name}", f"{dtype.wgsl}(a)", lambda np, a: a.astype(dtype.name), out=dtype.name)
+
+
+def _log_any(a):
+    return math.log(a) if isinstance(a, (int, float)) else log(a)
+
+
+def _tie_split(g, a, b):
+    """d max(a, b)/da: 1 where a wins, 1/2 on a tie (as PyTorch does)."""
+    return g * where(a == b, 0.5, (a > b).float())
+
+
+# ---- applying an op ----
+class Map(Function):
+    def forward(self, op, *args, compute=None, out_dtype=None):
+        from .._tensor import Tensor
+        first = next(a for a in args if isinstance(a, Tensor))
+        shape = first.shape
+        storage = first.backend.map(op, args, shape, compute, out_dtype)
+        self.op, self.args = op, args
+        self.out = Tensor(storage, shape, out_dtype, first.device)
+        return self.out
+
+    def backward(self, grad):
+        from .._tensor import Tensor
+        grads = []
+        for position, arg in enumerate(self.args):
+            if isinstance(arg, Tensor):
+                rule = self.op.grads[position] if position < len(self.op.grads) else None
+                grads.append(rule(grad, *self.args, self.out) if rule and arg.requires_grad else None)
+        return tuple(grads)
+
+
+def _map(op, *args):
+    """Promote dtypes, check devices, broadcast shapes, then run op elementwise."""
+    from .._tensor import Tensor
+    from .movement import broadcast_shapes, expand
+    tensors = [a for a in args if isinstance(a, Tensor)]
+    if not tensors:
+        raise TypeError(f"{op.name} needs at least one Tensor argument")
+    devices = {t.device for t in tensors}
+    if len(devices) > 1:
+        raise RuntimeError(f"{op.name}: expected all tensors to be on the same device, "
+                           f"but found at least two devices, {' and '.join(sorted(devices))}")
+    for a in args:
+        if not isinstance(a, (Tensor, int, float, bool)):
+            raise TypeError(f"{op.name}: unsupported operand type {type(a).__name__}")
+    kinds = op.arg_kinds or (None,) * len(args)
+    compute = _compute_dtype(op, [a for a, k in zip(args, kinds) if k is None])
+    out_dtype = dtypes.as_dtype(op.out) if op.out else compute
+    shape = broadcast_shapes(*[t.shape for t in tensors])
+    args = tuple(expand(a, shape) if isinstance(a, Tensor) and a.shape != shape else a for a in args)
+    if kinds[0] == _BOOL and args[0].dtype is not dtypes.bool_:
+        args = (cast(args[0], dtypes.bool_),) + args[1:]
+    out = Map.apply(op, *args, compute=compute, out_dtype=out_dtype)
+    if not out_dtype.is_floating_point:
+        out.requires_grad = False
+        out._ctx = None
+    return out
+
+
+def _compute_dtype(op, args):
+    from .._tensor import Tensor
+    tensor_dtypes = [a.dtype for a in args if isinstance(a, Tensor)]
+    dtype = tensor_dtypes[0] if tensor_dtypes else dtypes.float32
+    for d in tensor_dtypes[1:]:
+        dtype = dtypes.promote(dtype, d)
+    if not dtype.is_floating_point and any(isinstance(a, float) for a in args):
+        dtype = dtypes.float32
+    if op.floating and not dtype.is_floating_point:
+        dtype = dtypes.float32
+    if op.out is None and dtype in (dtypes.bool_, dtypes.uint8) and op is not IDENTITY:
+        dtype = dtypes.int32   # arithmetic on bytes and bools computes in int32
+    return dtype
+
+
+# ---- the public functions (PyTorch names) ----
+def add(a, b): return _map(ADD, a, b)
+def sub(a, b): return _map(SUB, a, b)
+def mul(a, b): return _map(MUL, a, b)
+def div(a, b): return _map(DIV, a, b)
+def pow(a, b): return _map(POW, a, b)  # noqa: A001
+def maximum(a, b): return _map(MAXIMUM, a, b)
+def minimum(a, b): return _map(MINIMUM, a, b)
+def neg(x): return _map(NEG, x)
+def exp(x): return _map(EXP, x)
+def log(x): return _map(LOG, x)
+def sqrt(x): return _map(SQRT, x)
+def abs(x): return _map(ABS, x)  # noqa: A001
+def sign(x): return _map(SIGN, x)
+def relu(x): return _map(RELU, x)
+def leaky_relu(x, negative_slope=0.01): return _map(LEAKY_RELU, x, float(negative_slope))
+def tanh(x): return _map(TANH, x)
+def sigmoid(x): return _map(SIGMOID, x)
+def gelu(x): return _map(GELU, x)
+def eq(a, b): return _map(EQ, a, b)
+def ne(a, b): return _map(NE, a, b)
+def lt(a, b): return _map(LT, a, b)
+def le(a, b): return _map(LE, a, b)
+def gt(a, b): return _map(GT, a, b)
+def ge(a, b): return _map(GE, a, b)
+def logical_and(a, b): return _map(LOGICAL_AND, a, b)
+def logical_or(a, b): return _map(LOGICAL_OR, a, b)
+def logical_not(x): return _map(LOGICAL_NOT, x)
+def clone(x): return _map(IDENTITY, x)
+
+
+def where(condition, x, y):
+    return _map(WHERE, condition, x, y)
+
+
+def clamp(x, min=None, max=None):  # noqa: A002
+    from .._tensor import Tensor
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        out = x if min is None else maximum(x, min)
+        return out if max is None else minimum(out, max)
+    if not x.dtype.is_floating_point and (isinstance(min, float) or isinstance(max, float)):
+        x = x.float()
+    if x.dtype.is_floating_point:
+        lo, hi = -math.inf, math.inf
+    else:
+        lo, hi = -2**31, 2**31 - 1
+    lo = lo if min is None else min
+    hi = hi if max is None else max
+    return _map(CLAMP, x, lo, hi)
+
+
+def cast(x, dtype):
+    if dtype is x.dtype:
+        return x
+    if x.requires_grad and not dtype.is_floating_point:
+        x = x.detach()
+    return _Cast.apply(x, dtype)
+
+
+class _Cast(Function):
+    def forward(self, x, dtype):
+        from .._tensor import Tensor
+        self.in_dtype = x.dtype
+        storage = x.backend.map(cast_op(dtype), (x,), x.shape, x.dtype, dtype)
+        return Tensor(storage, x.shape, dtype, x.device)
+
+    def backward(self, grad):
+        return cast(grad, self.in_dtype)

@@ -1,0 +1,90 @@
+"""Softmax, log-softmax and the losses built on them (numerically stable: the row max is
+subtracted before exp)."""
+from .. import dtypes
+from ..autograd import Function
+from .movement import wrap_dim
+from .reduce import amax
+
+
+class _Softmax(Function):
+    def forward(self, x, dim):
+        shifted = (x - amax(x, dim, keepdim=True)).exp()
+        self.out, self.dim = shifted / shifted.sum(dim, keepdim=True), dim
+        return self.out
+
+    def backward(self, grad):
+        return self.out * (grad - (grad * self.out).sum(self.dim, keepdim=True))
+
+
+class _LogSoftmax(Function):
+    def forward(self, x, dim):
+        shifted = x - amax(x, dim, keepdim=True)
+        self.out, self.dim = shifted - shifted.exp().sum(dim, keepdim=True).log(), dim
+        return self.out
+
+    def backward(self, grad):
+        return grad - self.out.exp() * grad.sum(self.dim, keepdim=True)
+
+
+def _float(x, name):
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"{name}: expected a floating point input, got {x.dtype.name}")
+    return x
+
+
+def softmax(x, dim):
+    return _Softmax.apply(_float(x, "softmax"), wrap_dim(dim, x.ndim))
+
+
+def log_softmax(x, dim):
+    return _LogSoftmax.apply(_float(x, "log_softmax"), wrap_dim(dim, x.ndim))
+
+
+def _reduce_loss(loss, reduction):
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{reduction} is not a valid value for reduction; use 'mean', 'sum' or 'none'")
+
+
+def cross_entropy(input, target, reduction="mean", label_smoothing=0.0):  # noqa: A002
+    """input: (N, C) or (C,) logits; target: int class indices (N,) or class probabilities like input."""
+    from .._tensor import Tensor
+    if not isinstance(target, Tensor):
+        raise TypeError(f"cross_entropy: target must be a Tensor, not {type(target).__name__}")
+    if input.ndim not in (1, 2):
+        raise ValueError(f"cross_entropy expects (N, C) or (C,) logits, got shape {tuple(input.shape)}")
+    batched = input.ndim == 2
+    logits = input if batched else input.unsqueeze(0)
+    logp = log_softmax(logits, 1)
+    classes = logits.shape[1]
+    if target.dtype.is_floating_point:
+        if target.shape != input.shape:
+            raise ValueError(f"cross_entropy: probability targets must have the input's shape "
+                             f"{tuple(input.shape)}, got {tuple(target.shape)}")
+        probs = target if batched else target.unsqueeze(0)
+        if label_smoothing:
+            probs = probs * (1 - label_smoothing) + label_smoothing / classes
+        loss = -(logp * probs).sum(1)
+    else:
+        if target.dtype is not dtypes.int32:
+            raise RuntimeError(f"cross_entropy: expected int32 class indices, got {target.dtype.name}")
+        labels = target if batched else target.reshape(1)
+        if labels.shape != (logits.shape[0],):
+            raise ValueError(f"cross_entropy: expected target of shape ({logits.shape[0]},) for input "
+                             f"{tuple(input.shape)}, got {tuple(target.shape)}")
+        loss = -logp.gather(1, labels.unsqueeze(1)).squeeze(1)
+        if label_smoothing:
+            loss = loss * (1 - label_smoothing) - logp.mean(1) * label_smoothing
+    return _reduce_loss(loss if batched else loss.squeeze(0), reduction)
+
+
+def mse_loss(input, target, reduction="mean"):  # noqa: A002
+    if input.shape != target.shape:
+        raise ValueError(f"mse_loss: input shape {tuple(input.shape)} and target shape "
+                         f"{tuple(target.shape)} differ")
+    diff = input - target
+    return _reduce_loss(diff * diff, reduction)

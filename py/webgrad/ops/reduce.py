@@ -1,0 +1,141 @@
+"""Reductions over any set of dims: sum, max, min (and their arg forms), mean, var.
+
+The backend reduces a strided input over the given dims in one kernel (shaders/reduce.wgsl);
+keepdim is a reshape here.
+"""
+import collections
+import math
+
+from .. import dtypes
+from ..autograd import Function
+from .movement import wrap_dim
+
+
+class ReduceOp:
+    """A reduction: its WGSL identity and combine step, its NumPy twin, and its result dtype."""
+
+    def __init__(self, name, identity, combine, numpy, arg=False):
+        self.name = name
+        self.identity = identity  # WGSL expression of the start value (in type T)
+        self.combine = combine    # WGSL: does value v (at index j) replace the running (acc, at)? or how to add it
+        self.numpy = numpy        # fn(np, array, axes) -> array
+        self.arg = arg            # yields the index (int32) rather than the value
+
+    def __repr__(self):
+        return f"ReduceOp({self.name})"
+
+
+SUM = ReduceOp("sum", "T(0)", "acc = acc + v;", lambda np, a, axes: a.sum(axis=axes))
+MAX = ReduceOp("max", "lowest_T()", "acc = max(acc, v);", lambda np, a, axes: a.max(axis=axes))
+MIN = ReduceOp("min", "highest_T()", "acc = min(acc, v);", lambda np, a, axes: a.min(axis=axes))
+ARGMAX = ReduceOp("argmax", "lowest_T()", "if (v > acc || (v == acc && j < at)) { acc = v; at = j; }",
+                  lambda np, a, axes: a.argmax(axis=axes[0]), arg=True)
+ARGMIN = ReduceOp("argmin", "highest_T()", "if (v < acc || (v == acc && j < at)) { acc = v; at = j; }",
+                  lambda np, a, axes: a.argmin(axis=axes[0]), arg=True)
+
+
+def _dims(x, dim):
+    if dim is None:
+        return tuple(range(x.ndim))
+    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    out = tuple(sorted({wrap_dim(d, x.ndim) for d in dims}))
+    if len(out) != len(dims):
+        raise RuntimeError(f"dim {tuple(dims)} appears multiple times in the list of dims")
+    return out
+
+
+def _kept_shape(shape, dims):
+    return tuple(1 if d in dims else s for d, s in enumerate(shape))
+
+
+def _reduce(op, x, dims, keepdim, out_dtype):
+    from .._tensor import Tensor
+    if op is not SUM and any(x.shape[d] == 0 for d in dims):
+        raise RuntimeError(f"{op.name}(): expected a non-empty input over the reduced dims")
+    shape = tuple(s for d, s in enumerate(x.shape) if d not in dims)
+    out = Tensor(x.backend.reduce(op, x, dims, out_dtype), shape, out_dtype, x.device)
+    return out.reshape(_kept_shape(x.shape, dims)) if keepdim else out
+
+
+class _Sum(Function):
+    def forward(self, x, dims, keepdim):
+        self.in_shape, self.dims = x.shape, dims
+        out_dtype = x.dtype if x.dtype.is_floating_point else dtypes.int32
+        return _reduce(SUM, x, dims, keepdim, out_dtype)
+
+    def backward(self, grad):
+        return grad.reshape(_kept_shape(self.in_shape, self.dims)).expand(self.in_shape)
+
+
+class _Extreme(Function):
+    """amax / amin; the gradient is shared evenly between tied extremes."""
+
+    def forward(self, x, op, dims, keepdim):
+        self.x, self.dims = x, dims
+        self.out = _reduce(op, x, dims, True, x.dtype)
+        return self.out if keepdim else self.out.reshape(tuple(s for d, s in enumerate(x.shape) if d not in dims))
+
+    def backward(self, grad):
+        kept = _kept_shape(self.x.shape, self.dims)
+        hit = (self.x == self.out).float()
+        return grad.reshape(kept) * hit / hit.sum(self.dims, keepdim=True)
+
+
+def sum(x, dim=None, keepdim=False):  # noqa: A001
+    return _Sum.apply(x, _dims(x, dim), keepdim)
+
+
+def mean(x, dim=None, keepdim=False):
+    dims = _dims(x, dim)
+    if not x.dtype.is_floating_point:
+        x = x.float()
+    count = math.prod(x.shape[d] for d in dims)
+    return sum(x, dims, keepdim) / count if count else sum(x, dims, keepdim) * math.nan
+
+
+def var(x, dim=None, keepdim=False, correction=1):
+    dims = _dims(x, dim)
+    if not x.dtype.is_floating_point:
+        x = x.float()
+    deviation = x - mean(x, dims, keepdim=True)
+    count = math.prod(x.shape[d] for d in dims)
+    return sum(deviation * deviation, dims, keepdim) / max(count - correction, 0)
+
+
+def amax(x, dim=None, keepdim=False):
+    return _Extreme.apply(x, MAX, _dims(x, dim), keepdim)
+
+
+def amin(x, dim=None, keepdim=False):
+    return _Extreme.apply(x, MIN, _dims(x, dim), keepdim)
+
+
+MinMax = collections.namedtuple("MinMax", ["values", "indices"])
+
+
+def max(x, dim=None, keepdim=False):  # noqa: A001
+    """max() over everything, or (values, indices) along one dim, as in PyTorch."""
+    if dim is None:
+        return amax(x)
+    return MinMax(amax(x, dim, keepdim), argmax(x, dim, keepdim))
+
+
+def min(x, dim=None, keepdim=False):  # noqa: A001
+    if dim is None:
+        return amin(x)
+    return MinMax(amin(x, dim, keepdim), argmin(x, dim, keepdim))
+
+
+def _arg(op, x, dim, keepdim):
+    if dim is None:
+        out = _reduce(op, x.reshape(-1), (0,), False, dtypes.int32)
+        return out.reshape((1,) * x.ndim) if keepdim else out
+    return _reduce(op, x, (wrap_dim(dim, x.ndim),), keepdim, dtypes.int32)
+
+
+def argmax(x, dim=None, keepdim=False):
+    return _arg(ARGMAX, x, dim, keepdim)
+
+
+def argmin(x, dim=None, keepdim=False):
+    return _arg(ARGMIN, x, dim, keepdim)

@@ -1,0 +1,3 @@
+// infra placeholder
+@compute @workgroup_size(1)
+fn main() {}

@@ -1,0 +1,25 @@
+// Shared by every kernel. Binding 0 is the dispatch's parameter block: u32 words whose layout
+// each kernel family documents. Grids past 65535 workgroups spill into y, so `flat_id` is the
+// workgroup's linear number.
+@group(0) @binding(0) var<storage, read> p: array<u32>;
+
+fn flat_id(wg: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wg.x + wg.y * nwg.x;
+}
+
+fn pf(k: u32) -> f32 {
+    return bitcast<f32>(p[k]);
+}
+
+// Element index of the multi-index of linear index `i` (over the shape at p[shape_at..]) in a
+// tensor whose layout is at p[layout_at]: its offset, then one stride per dim.
+fn strided(i: u32, ndim: u32, shape_at: u32, layout_at: u32) -> u32 {
+    var rest = i;
+    var at = p[layout_at];
+    for (var d = ndim; d > 0u; d--) {
+        let size = p[shape_at + d - 1u];
+        at += (rest % size) * p[layout_at + d];
+        rest /= size;
+    }
+    return at;
+}

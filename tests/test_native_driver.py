@@ -1,0 +1,281 @@
+"""Tests for the native WebGPU driver (wgpu-py), exercised directly, against numpy."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("wgpu")
+
+from webgrad.backends.webgpu.native import PARAMS_BYTES, NativeDriver  # noqa: E402
+
+# out[i] = a[i] * scale + b[i] over the segment [base, base + n); params: scale (f32 bits), n, base.
+AXPB = """
+@group(0) @binding(0) var<storage, read> p: array<u32>;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(2) var<storage, read> b: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x >= p[1]) { return; }
+    let i = p[2] + gid.x;
+    out[i] = a[i] * bitcast<f32>(p[0]) + b[i];
+}
+"""
+AXPB_BINDINGS = ("read", "read", "read_write")
+
+
+@pytest.fixture(scope="module")
+def drv():
+    try:
+        return NativeDriver()
+    except RuntimeError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng()
+
+
+@pytest.fixture(scope="module")
+def axpb(drv):
+    return drv.create_pipeline("axpb", AXPB, "main", AXPB_BINDINGS)
+
+
+def f32_buffer(drv, x):
+    h = drv.create_buffer(x.nbytes)
+    drv.write_buffer(h, 0, x.tobytes())
+    return h
+
+
+def read_f32(drv, h, n):
+    return np.frombuffer(bytes(drv.read_buffer(h, 0, 4 * n)), dtype=np.float32)
+
+
+def pack_params(blocks):
+    """blocks: list of (scale, n, base) -> (params blob, offsets), one PARAMS_BYTES block each."""
+    blob = bytearray(PARAMS_BYTES * len(blocks))
+    for k, (scale, n, base) in enumerate(blocks):
+        blob[k * PARAMS_BYTES : k * PARAMS_BYTES + 12] = (
+            np.float32(scale).tobytes() + np.array([n, base], dtype=np.uint32).tobytes()
+        )
+    return bytes(blob), [k * PARAMS_BYTES for k in range(len(blocks))]
+
+
+def run_segments(drv, pipeline, a, b, out, n, segments, rng):
+    """Dispatch one kernel launch per segment in a single submit; return the expected result."""
+    blocks = [(rng.standard_normal(), hi - lo, lo) for lo, hi in segments]
+    params, offsets = pack_params(blocks)
+    dispatches = [
+        (pipeline, (a, b, out), off, (-(-(hi - lo) // 64), 1, 1)) for off, (lo, hi) in zip(offsets, segments)
+    ]
+    drv.submit(params, dispatches)
+    return blocks
+
+
+def expected(a, b, blocks, prev):
+    want = prev.copy()
+    for scale, n, base in blocks:
+        want[base : base + n] = a[base : base + n] * np.float32(scale) + b[base : base + n]
+    return want
+
+
+def random_segments(rng, n, count):
+    cuts = np.sort(rng.choice(np.arange(1, n), size=count - 1, replace=False))
+    bounds = [0, *cuts.tolist(), n]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def test_info_and_limits(drv):
+    assert set(drv.info) >= {"name", "vendor", "backend", "adapter_type", "driver"}
+    assert drv.is_software == (drv.info["adapter_type"] == "CPU")
+    lim = drv.limits
+    # At least the WebGPU defaults (we only ever raise them).
+    assert lim["max_storage_buffer_binding_size"] >= 128 << 20
+    assert lim["max_buffer_size"] >= 256 << 20
+    assert lim["max_compute_workgroups_per_dimension"] >= 65535
+    assert lim["max_storage_buffers_per_shader_stage"] >= 8
+    assert lim["max_compute_invocations_per_workgroup"] >= 256
+    assert lim["max_compute_workgroup_storage_size"] >= 16384
+    assert PARAMS_BYTES % lim["min_storage_buffer_offset_alignment"] == 0
+
+
+@pytest.mark.parametrize("size", [1, 3, 4, 5, 7, 8, 13, 1001, 4099])
+def test_write_read_round_trip(drv, rng, size):
+    h = drv.create_buffer(size)
+    data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
+    drv.write_buffer(h, 0, data)
+    got = drv.read_buffer(h, 0, size)
+    assert len(got) == size and bytes(got) == data
+    drv.destroy_buffer(h)
+
+
+def test_unaligned_writes_preserve_neighbours(drv, rng):
+    size = 203
+    h = drv.create_buffer(size)
+    model = bytearray(rng.integers(0, 256, size, dtype=np.uint8).tobytes())
+    drv.write_buffer(h, 0, model)
+    for _ in range(60):
+        off = int(rng.integers(0, size))
+        n = int(rng.integers(0, size - off + 1))
+        chunk = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+        # Alternate the accepted data types.
+        drv.write_buffer(h, off, [chunk, bytearray(chunk), memoryview(chunk)][n % 3])
+        model[off : off + n] = chunk
+        ro = int(rng.integers(0, size))
+        rn = int(rng.integers(0, size - ro + 1))
+        got = drv.read_buffer(h, ro, rn)
+        assert len(got) == rn and bytes(got) == bytes(model[ro : ro + rn])
+    assert bytes(drv.read_buffer(h, 0, size)) == bytes(model)
+    drv.destroy_buffer(h)
+
+
+def test_write_accepts_typed_memoryview(drv, rng):
+    x = rng.standard_normal(37).astype(np.float32)
+    h = drv.create_buffer(x.nbytes)
+    drv.write_buffer(h, 0, memoryview(x))
+    np.testing.assert_array_equal(read_f32(drv, h, 37), x)
+    drv.destroy_buffer(h)
+
+
+def test_kernel_many_dispatches_one_submit(drv, rng, axpb):
+    n = 5000
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    prev = rng.standard_normal(n).astype(np.float32)
+    ha, hb, hout = f32_buffer(drv, a), f32_buffer(drv, b), f32_buffer(drv, prev)
+    # 40 launches, each with its own params block, covering disjoint segments of `out`.
+    blocks = run_segments(drv, axpb, ha, hb, hout, n, random_segments(rng, n, 40), rng)
+    np.testing.assert_allclose(read_f32(drv, hout, n), expected(a, b, blocks, prev), rtol=1e-6, atol=1e-6)
+    for h in (ha, hb, hout):
+        drv.destroy_buffer(h)
+
+
+def test_kernel_different_buffers_in_one_submit(drv, rng, axpb):
+    """Same pipeline, several buffer triples, params blocks in a shuffled order."""
+    n = 300
+    sets = []
+    for _ in range(4):
+        a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+        sets.append((a, b, f32_buffer(drv, a), f32_buffer(drv, b), drv.create_buffer(4 * n)))
+    scales = rng.standard_normal(len(sets))
+    params, offsets = pack_params([(s, n, 0) for s in scales])
+    order = rng.permutation(len(sets))
+    dispatches = [(axpb, sets[k][2:], offsets[k], (-(-n // 64), 1, 1)) for k in order]
+    drv.submit(params, dispatches)
+    for (a, b, *handles), s in zip(sets, scales):
+        np.testing.assert_allclose(read_f32(drv, handles[2], n), a * np.float32(s) + b, rtol=1e-6, atol=1e-6)
+        for h in handles:
+            drv.destroy_buffer(h)
+
+
+def test_invalid_wgsl_raises_naming_label(drv):
+    bad = "@compute @workgroup_size(1) fn main() { let x: f32 = 1u; }"
+    with pytest.raises(RuntimeError) as info:
+        drv.create_pipeline("my_broken_kernel", bad, "main", ())
+    msg = str(info.value)
+    assert "my_broken_kernel" in msg and "expected to be `f32`" in msg
+
+
+@pytest.mark.parametrize(
+    "label, entry, bindings",
+    [
+        ("wrong_access", "main", ("read", "read", "read")),  # shader writes `out`, layout says read-only
+        ("missing_binding", "main", ("read", "read")),  # shader uses @binding(3), layout lacks it
+        ("wrong_entry", "nope", AXPB_BINDINGS),
+    ],
+)
+def test_pipeline_validation_errors_raise(drv, label, entry, bindings):
+    with pytest.raises(RuntimeError, match=label):
+        drv.create_pipeline(label, AXPB, entry, bindings)
+
+
+def test_driver_usable_after_errors(drv, rng, axpb):
+    with pytest.raises(RuntimeError):
+        drv.create_pipeline("garbage", "this is not wgsl", "main", ())
+    n = 100
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    ha, hb, hout = f32_buffer(drv, a), f32_buffer(drv, b), drv.create_buffer(4 * n)
+    blocks = run_segments(drv, axpb, ha, hb, hout, n, [(0, n)], rng)
+    np.testing.assert_allclose(read_f32(drv, hout, n), expected(a, b, blocks, np.zeros(n, np.float32)), rtol=1e-6)
+    for h in (ha, hb, hout):
+        drv.destroy_buffer(h)
+
+
+def test_bind_group_cache_not_stale_after_destroy(drv, rng, axpb):
+    n = 256
+    b = rng.standard_normal(n).astype(np.float32)
+    hb = f32_buffer(drv, b)
+    for _ in range(5):
+        # Fresh a/out each round (same sizes, so a recycled cache entry would look plausible).
+        a = rng.standard_normal(n).astype(np.float32)
+        ha, hout = f32_buffer(drv, a), drv.create_buffer(4 * n)
+        for _ in range(2):  # the second submit hits the cached bind group
+            blocks = run_segments(drv, axpb, ha, hb, hout, n, [(0, n)], rng)
+            want = expected(a, b, blocks, np.zeros(n, np.float32))
+            np.testing.assert_allclose(read_f32(drv, hout, n), want, rtol=1e-6, atol=1e-6)
+        drv.destroy_buffer(ha)
+        drv.destroy_buffer(hout)
+        # No cached bind group may still reference a destroyed buffer.
+        assert not any(ha in key[1] or hout in key[1] for key in drv._bind_groups)
+        assert all(key in drv._bind_groups for keys in drv._bind_groups_of.values() for key in keys)
+    drv.destroy_buffer(hb)
+
+
+def test_arena_growth(drv, rng, axpb):
+    n = 4096
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    ha, hb, hout = f32_buffer(drv, a), f32_buffer(drv, b), drv.create_buffer(4 * n)
+    got_prev = np.zeros(n, np.float32)
+    # Small submit (caches a bind group on the current arena), a big one whose params blob exceeds
+    # the arena (regrow; the cached group must not be reused), then small again on the new arena.
+    for segments in ([(0, n)], random_segments(rng, n, 1000), [(0, n)]):
+        arena = drv._arena.size
+        blocks = run_segments(drv, axpb, ha, hb, hout, n, segments, rng)
+        if len(segments) * PARAMS_BYTES > arena:
+            assert drv._arena.size >= len(segments) * PARAMS_BYTES > arena
+        want = expected(a, b, blocks, got_prev)
+        got_prev = read_f32(drv, hout, n)
+        np.testing.assert_allclose(got_prev, want, rtol=1e-6, atol=1e-6)
+    for h in (ha, hb, hout):
+        drv.destroy_buffer(h)
+
+
+def test_params_blob_shorter_than_last_block(drv, rng, axpb):
+    """Only the used bytes of the last params block are sent; the arena still covers its window."""
+    n = 64
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    ha, hb, hout = f32_buffer(drv, a), f32_buffer(drv, b), drv.create_buffer(4 * n)
+    off = drv._arena.size  # the block lies just past the current arena: it must grow
+    scale = np.float32(rng.standard_normal())
+    params = bytes(off) + scale.tobytes() + np.array([n, 0], np.uint32).tobytes() + b"\x01"  # odd length
+    drv.submit(params, [(axpb, (ha, hb, hout), off, (1, 1, 1))])
+    np.testing.assert_allclose(read_f32(drv, hout, n), a * scale + b, rtol=1e-6, atol=1e-6)
+    for h in (ha, hb, hout):
+        drv.destroy_buffer(h)
+
+
+def test_sync_and_empty_submit(drv, rng, axpb):
+    drv.submit(b"", [])
+    n = 1 << 16
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    ha, hb, hout = f32_buffer(drv, a), f32_buffer(drv, b), drv.create_buffer(4 * n)
+    blocks = run_segments(drv, axpb, ha, hb, hout, n, [(0, n)], rng)
+    drv.sync()
+    np.testing.assert_allclose(read_f32(drv, hout, n), expected(a, b, blocks, np.zeros(n, np.float32)), rtol=1e-6)
+    for h in (ha, hb, hout):
+        drv.destroy_buffer(h)
+
+
+def test_no_adapter_message():
+    # Forcing a backend that native wgpu never ships ("WebGPU") leaves no adapter.
+    code = (
+        "from webgrad.backends.webgpu.native import NativeDriver\n"
+        "try:\n    NativeDriver()\nexcept RuntimeError as e:\n    print('ERR', e)\n"
+    )
+    env = dict(os.environ, WGPU_BACKEND_TYPE="WebGPU")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert "ERR" in out.stdout and "no WebGPU adapter" in out.stdout and "mesa-vulkan-drivers" in out.stdout
