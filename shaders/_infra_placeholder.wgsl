@@ -1,3 +1,0 @@
-// infra placeholder
-@compute @workgroup_size(1)
-fn main() {}
