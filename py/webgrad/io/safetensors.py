@@ -1,0 +1,84 @@
+"""wg.save / wg.load in the safetensors format: an 8-byte little-endian header length, a JSON
+header naming each tensor's dtype, shape and byte range, then the raw little-endian data.
+A file is checked whole before any tensor is made, so a corrupt file loads nothing."""
+import json
+import math
+import os
+import struct
+
+from .. import dtypes
+
+_CODES = {dtypes.float32: "F32", dtypes.float64: "F64", dtypes.int32: "I32", dtypes.uint8: "U8", dtypes.bool_: "BOOL"}
+_DTYPES = {code: dtype for dtype, code in _CODES.items()}
+_MAX_HEADER = 100 * 1024 * 1024
+
+
+def save(tensors, path, metadata=None):
+    """Write a dict of name -> Tensor (a state_dict) to path."""
+    from .._tensor import Tensor
+    header, blobs, at = {}, [], 0
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    for name, t in tensors.items():
+        if not isinstance(t, Tensor):
+            raise TypeError(f"save: {name!r} is a {type(t).__name__}, not a Tensor")
+        raw = t.detach().contiguous()._host_bytes()
+        header[name] = {"dtype": _CODES[t.dtype], "shape": list(t.shape), "data_offsets": [at, at + len(raw)]}
+        blobs.append(raw)
+        at += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)   # the data starts 8-byte aligned
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for raw in blobs:
+            f.write(raw)
+
+
+def load(path, device=None):
+    """Read a safetensors file into a dict of name -> Tensor on device."""
+    from ..ops.creation import frombuffer
+    with open(path, "rb") as f:
+        data = f.read()
+    entries = _parse(data, os.fspath(path))
+    return {name: frombuffer(data[begin:end], dtype, device=device).reshape(shape)
+            for name, (dtype, shape, begin, end) in entries.items()}
+
+
+def _parse(data, where):
+    def fail(why):
+        raise ValueError(f"{where}: not a valid safetensors file: {why}")
+
+    if len(data) < 8:
+        fail("shorter than its 8-byte header length")
+    (size,) = struct.unpack("<Q", data[:8])
+    if size > min(len(data) - 8, _MAX_HEADER):
+        fail(f"header length {size} runs past the end of the file ({len(data)} bytes)")
+    try:
+        header = json.loads(data[8:8 + size])
+    except (UnicodeDecodeError, ValueError) as e:
+        fail(f"header is not JSON ({e})")
+    if not isinstance(header, dict):
+        fail("header is not a JSON object")
+    header.pop("__metadata__", None)
+    body = len(data) - 8 - size
+    entries, spans = {}, []
+    for name, info in header.items():
+        try:
+            dtype, shape, (begin, end) = _DTYPES[info["dtype"]], info["shape"], info["data_offsets"]
+        except (KeyError, TypeError, ValueError):
+            fail(f"entry {name!r} lacks a known dtype, shape or data_offsets: {info!r}")
+        if not (isinstance(shape, list) and all(isinstance(s, int) and s >= 0 for s in shape)):
+            fail(f"entry {name!r} has a bad shape {shape!r}")
+        if not (isinstance(begin, int) and isinstance(end, int) and 0 <= begin <= end <= body):
+            fail(f"entry {name!r} has data offsets {[begin, end]} outside the {body}-byte data section")
+        if end - begin != math.prod(shape) * dtype.itemsize:
+            fail(f"entry {name!r} holds {end - begin} bytes, but {info['dtype']}{shape} needs "
+                 f"{math.prod(shape) * dtype.itemsize}")
+        entries[name] = (dtype, tuple(shape), 8 + size + begin, 8 + size + end)
+        spans.append((begin, end))
+    spans.sort()
+    for (_, end), (begin, _) in zip(spans, spans[1:]):
+        if begin < end:
+            fail("two tensors' data overlap")
+    return entries
