@@ -7,6 +7,17 @@ fn flat_id(wg: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wg.x + wg.y * nwg.x;
 }
 
+// The f32 with these bits. Being a function call keeps it out of constant evaluation, where Chrome's
+// WGSL compiler (Tint) rejects infinities and NaN (naga accepts them): write inf/NaN through this.
+fn f32_from_bits(bits: u32) -> f32 {
+    return bitcast<f32>(bits);
+}
+
+// Byte i of a uint8 tensor, whose bytes are packed four to a u32 word (`word` holds byte i).
+fn byte_at(word: u32, i: u32) -> u32 {
+    return (word >> ((i & 3u) * 8u)) & 0xffu;
+}
+
 fn pf(k: u32) -> f32 {
     return bitcast<f32>(p[k]);
 }

@@ -23,12 +23,8 @@ fn pow_f(a: f32, b: f32) -> f32 {
     if (b == 0.0) { return 1.0; }
     let r = pow(abs(a), b);
     if (a >= 0.0) { return r; }
-    if (fract(b) != 0.0) { return bitcast<f32>(0x7fc00000u); }
+    if (fract(b) != 0.0) { return f32_from_bits(0x7fc00000u); }
     return select(r, -r, fract(b * 0.5) != 0.0);
-}
-
-fn byte_at(word: u32, i: u32) -> u32 {
-    return (word >> ((i & 3u) * 8u)) & 0xffu;
 }
 
 @compute @workgroup_size(256)

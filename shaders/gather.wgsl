@@ -3,7 +3,7 @@
 // each output sums over the index's dim itself, so no atomics are needed.
 // Params, gather: [0] numel, [1] ndim, [2] dim, [3] x's size at dim, [4] elements after dim
 // (product of the index shape past dim), [5 .. 5+nd) index shape, then x's layout and the index's
-// layout (offset, nd strides each). Out-of-range indices read 0.
+// layout (offset, nd strides each). Negative indices count from the end; out-of-range ones read 0.
 // Params, scatter_add: [0] numel, [1] ndim, [2] dim, [3] index size at dim, [4] unused,
 // [5 .. 5+nd) out shape, [5+nd .. 5+2nd) index shape, then the index's layout and grad's layout.
 @group(0) @binding(1) var<storage, read_write> out: array<{{type}}>;
@@ -20,7 +20,8 @@ fn gather(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: ve
     let x_layout = 5u + nd;
     let i_layout = x_layout + 1u + nd;
     let pos_dim = (i / p[4]) % p[5u + dim];
-    let picked = index[strided(i, nd, 5u, i_layout)];
+    var picked = index[strided(i, nd, 5u, i_layout)];
+    if (picked < 0) { picked += i32(p[3]); }   // negative indices count from the end, as on cpu
     if (picked < 0 || u32(picked) >= p[3]) {
         out[i] = {{type}}(0);
         return;
@@ -59,8 +60,10 @@ fn scatter_add(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
     if (inside) {
         let i_step = p[i_layout + 1u + dim];
         let g_step = p[g_layout + 1u + dim];
+        let size = i32(p[5u + dim]);
         for (var k = 0u; k < p[3]; k++) {
-            if (index[i_at + k * i_step] == i32(j)) {
+            let picked = index[i_at + k * i_step];
+            if (select(picked, picked + size, picked < 0) == i32(j)) {
                 acc += src[g_at + k * g_step];
             }
         }

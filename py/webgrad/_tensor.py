@@ -137,8 +137,11 @@ class Tensor:
         for a in args:
             if isinstance(a, Tensor):
                 dtype, device = a.dtype, a.device
-            elif isinstance(a, str) and a in ("cpu", "webgpu"):
-                device = a
+            elif isinstance(a, str):   # a dtype name ('float32') or else a device ('cpu', 'webgpu:0')
+                try:
+                    dtype = dtypes.as_dtype(a)
+                except TypeError:
+                    device = a
             else:
                 dtype = a
         out = self
@@ -197,7 +200,12 @@ class Tensor:
     def __gt__(self, other): return E.gt(self, other)
     def __ge__(self, other): return E.ge(self, other)
     def __invert__(self): return E.logical_not(self)
+    def __and__(self, other): return E.logical_and(*_masks("&", self, other))
+    def __rand__(self, other): return E.logical_and(*_masks("&", other, self))
+    def __or__(self, other): return E.logical_or(*_masks("|", self, other))
+    def __ror__(self, other): return E.logical_or(*_masks("|", other, self))
     __hash__ = object.__hash__
+    __array_ufunc__ = None   # NumPy defers to our reflected ops: np.float32(2) * x is a Tensor
 
     def add(self, other): return E.add(self, other)
     def sub(self, other): return E.sub(self, other)
@@ -275,11 +283,21 @@ class Size(tuple):
 
 
 def _wrap_dim(dim, ndim):
-    wrapped = dim + ndim if dim < 0 else dim
+    wrapped = dim + max(ndim, 1) if dim < 0 else dim   # a 0-d tensor takes dim 0 or -1, as in torch
     if not 0 <= wrapped < max(ndim, 1):
         raise IndexError(f"dimension out of range (expected to be in range of [{-max(ndim, 1)}, "
                          f"{max(ndim, 1) - 1}], but got {dim})")
     return wrapped
+
+
+def _masks(op, a, b):
+    """& and | combine bool masks (logical and / or); bitwise integer ops are not supported."""
+    for v in (a, b):
+        if not (isinstance(v, bool) or (isinstance(v, Tensor) and v.dtype is dtypes.bool_)):
+            kind = v.dtype.name if isinstance(v, Tensor) else type(v).__name__
+            raise TypeError(f"'{op}' is supported on bool tensors only, not {kind}; "
+                            f"use logical_and / logical_or")
+    return a, b
 
 
 def _shape_args(args):

@@ -107,8 +107,8 @@ def backward(root, grad=None, retain_graph=False):
             if g is None:
                 continue
             ctx = t._ctx
-            if ctx is None:                      # a leaf: accumulate into .grad
-                t.grad = g if t.grad is None else t.grad + g
+            if ctx is None:                      # a leaf: accumulate into .grad (dense, like the leaf,
+                t.grad = g.contiguous() if t.grad is None else t.grad + g   # not a broadcast view)
                 continue
             if ctx.freed:
                 raise RuntimeError(

@@ -11,7 +11,7 @@ class DType:
         self.itemsize = itemsize          # bytes per element on the host
         self.kind = kind                  # 'f' float, 'i' signed int, 'u' unsigned int, 'b' bool
         self.wgsl = wgsl                  # WGSL type of one element as a kernel computes with it
-        self.gpu_itemsize = gpu_itemsize  # bytes per element in a GPU buffer (0.25 when packed)
+        self.gpu_itemsize = gpu_itemsize  # bytes per element in a GPU buffer (uint8: 1, packed 4 to a u32)
         self.array_code = array_code      # the `array` module's typecode of the host format
 
     @property
@@ -25,7 +25,7 @@ class DType:
 float32 = DType("float32", 4, "f", "f32", 4, "f")
 float64 = DType("float64", 8, "f", None, None, "d")
 int32 = DType("int32", 4, "i", "i32", 4, "i")
-uint8 = DType("uint8", 1, "u", "u32", 0.25, "B")
+uint8 = DType("uint8", 1, "u", "u32", 1, "B")
 bool_ = DType("bool", 1, "b", "u32", 4, "B")
 
 ALL = (float32, float64, int32, uint8, bool_)

@@ -62,11 +62,23 @@ class CPUBackend:
 
     def scatter_add(self, grad, dim, index, shape):
         out = np.zeros(shape, self.view(grad).dtype)
-        region = out[tuple(slice(0, s) for s in index.shape)]  # a view: scatter writes through it
+        # the index's extent outside dim, all of dim; a view: scatter writes through it
+        region = out[tuple(slice(None) if d == dim else slice(0, s) for d, s in enumerate(index.shape))]
         idx = self.view(index) % shape[dim]
         grid = list(np.indices(index.shape, sparse=True))
         grid[dim] = idx
         np.add.at(region, tuple(grid), self.view(grad))
+        return out.reshape(-1)
+
+    def fold(self, g, shape, kernel, stride, dilation):
+        out = np.zeros(shape, self.view(g).dtype)
+        windows = self.view(g)
+        ho, wo = windows.shape[4:]
+        for ky in range(kernel[0]):
+            for kx in range(kernel[1]):
+                y, x = ky * dilation[0], kx * dilation[1]
+                out[:, :, y:y + stride[0] * (ho - 1) + 1:stride[0], x:x + stride[1] * (wo - 1) + 1:stride[1]] += \
+                    windows[:, :, ky, kx]
         return out.reshape(-1)
 
     def random(self, numel, normal, seed, offset, dtype):
@@ -77,6 +89,34 @@ class CPUBackend:
         else:
             values = uniform_bits(seed, offset, numel)
         return values.astype(_np_dtype(dtype))
+
+    def optimizer_step(self, kind, param, grad, states, hyper):
+        """The NumPy twin of shaders/optim.wgsl: the same formulas in the same order, updating param
+        and states in place through their views; float hyperparameters are rounded to f32 as there."""
+        w, g = self.view(param), self.view(grad)
+        state = [self.view(s) for s in states]
+        h = [np.float32(v) if isinstance(v, float) else v for v in hyper]
+        if kind == "sgd":
+            lr, weight_decay = h
+            w -= lr * (g + weight_decay * w)
+        elif kind == "sgd_momentum":
+            lr, weight_decay, momentum, dampening, nesterov, first_step = h
+            g = g + weight_decay * w
+            buf = g if first_step else momentum * state[0] + (1 - dampening) * g
+            state[0][...] = buf
+            w -= lr * (g + momentum * buf if nesterov else buf)
+        elif kind == "adam":
+            lr, beta1, beta2, eps, weight_decay, correction1, correction2, decoupled = h
+            if decoupled:
+                w *= 1 - lr * weight_decay
+            else:
+                g = g + weight_decay * w
+            m = beta1 * state[0] + (1 - beta1) * g
+            v = beta2 * state[1] + (1 - beta2) * g * g
+            state[0][...], state[1][...] = m, v
+            w -= (lr / correction1) * m / (np.sqrt(v) / np.sqrt(correction2) + eps)
+        else:
+            raise ValueError(f"unknown optimizer kind {kind!r}")
 
     def sync(self):
         pass

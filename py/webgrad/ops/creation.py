@@ -174,7 +174,7 @@ def _from_python(data):
     _flatten(data, 0, shape, flat)
     if all(isinstance(v, bool) for v in flat) and flat:
         dtype = dtypes.bool_
-    elif all(isinstance(v, int) for v in flat):
+    elif flat and all(isinstance(v, int) for v in flat):   # empty data is float32, as in torch
         dtype = dtypes.int32
         if flat and not -2**31 <= min(flat) <= max(flat) < 2**31:
             raise OverflowError("integer value out of the int32 range")
@@ -187,6 +187,8 @@ def _from_python(data):
 
 def _flatten(data, depth, shape, flat):
     if isinstance(data, (list, tuple)):
+        if flat and len(shape) == depth:   # numbers came before at this depth: [1, [2]]
+            raise ValueError("ragged nested sequence: every element at one depth must be a list or a number")
         if len(shape) == depth:
             shape.append(len(data))
         elif shape[depth] != len(data):

@@ -6,6 +6,7 @@ helpers such as erf_f live in shaders/elementwise.wgsl.
 """
 import functools
 import math
+import numbers
 
 from .. import dtypes
 from ..autograd import Function
@@ -143,9 +144,7 @@ def _map(op, *args):
     if len(devices) > 1:
         raise RuntimeError(f"{op.name}: expected all tensors to be on the same device, "
                            f"but found at least two devices, {' and '.join(sorted(devices))}")
-    for a in args:
-        if not isinstance(a, (Tensor, int, float, bool)):
-            raise TypeError(f"{op.name}: unsupported operand type {type(a).__name__}")
+    args = tuple(_python_scalar(a, op) for a in args)
     kinds = op.arg_kinds or (None,) * len(args)
     compute = _compute_dtype(op, [a for a, k in zip(args, kinds) if k is None])
     out_dtype = dtypes.as_dtype(op.out) if op.out else compute
@@ -158,6 +157,16 @@ def _map(op, *args):
         out.requires_grad = False
         out._ctx = None
     return out
+
+
+def _python_scalar(a, op):
+    """Tensors pass; numbers (NumPy scalars too) become Python bool/int/float operands."""
+    from .._tensor import Tensor
+    if isinstance(a, (Tensor, bool, int, float)):
+        return a
+    if isinstance(a, numbers.Number) and not isinstance(a, complex):
+        return a.item() if hasattr(a, "item") else float(a)
+    raise TypeError(f"{op.name}: unsupported operand type {type(a).__name__}")
 
 
 def _compute_dtype(op, args):

@@ -39,12 +39,24 @@ def _as_view(x, shape, strides, offset):
 class _Reshape(Function):
     def forward(self, x, shape):
         self.in_shape = x.shape
+        strides = None
         if not x.is_contiguous():
-            x = x.clone()
-        return _as_view(x, shape, None, x._offset)
+            strides = _unit_dim_strides(x, shape)
+            if strides is None:
+                x = x.clone()
+        return _as_view(x, shape, strides, x._offset)
 
     def backward(self, grad):
         return grad.reshape(self.in_shape)
+
+
+def _unit_dim_strides(x, shape):
+    """Strides that view x as `shape` without a copy when the two differ only in size-1 dims (x[:, 0],
+    squeeze and unsqueeze of strided views), else None."""
+    if [s for s in shape if s != 1] != [s for s in x.shape if s != 1]:
+        return None
+    kept = iter([st for size, st in zip(x.shape, x._strides) if size != 1])
+    return tuple(0 if s == 1 else next(kept) for s in shape)
 
 
 def _infer_shape(shape, numel):
@@ -188,7 +200,8 @@ def getitem(x, index):
     if Ellipsis in index:
         at = index.index(Ellipsis)
         index = index[:at] + (slice(None),) * (x.ndim - n_real) + index[at + 1:]
-    index = index + (slice(None),) * (x.ndim - n_real)
+    else:
+        index = index + (slice(None),) * (x.ndim - n_real)
     starts, sizes, steps, out_shape = [], [], [], []
     dim = 0
     for item in index:

@@ -41,7 +41,7 @@ def _dims(x, dim):
     out = tuple(sorted({wrap_dim(d, x.ndim) for d in dims}))
     if len(out) != len(dims):
         raise RuntimeError(f"dim {tuple(dims)} appears multiple times in the list of dims")
-    return out
+    return out if x.ndim else ()   # a 0-d tensor's dim 0 / -1 (as in torch) reduces nothing
 
 
 def _kept_shape(shape, dims):
@@ -99,7 +99,8 @@ def var(x, dim=None, keepdim=False, correction=1):
         x = x.float()
     deviation = x - mean(x, dims, keepdim=True)
     count = math.prod(x.shape[d] for d in dims)
-    return sum(deviation * deviation, dims, keepdim) / max(count - correction, 0)
+    # (not max(): this module's max is the tensor reduction)
+    return sum(deviation * deviation, dims, keepdim) / (count - correction if count > correction else 0)
 
 
 def amax(x, dim=None, keepdim=False):
@@ -127,6 +128,9 @@ def min(x, dim=None, keepdim=False):  # noqa: A001
 
 
 def _arg(op, x, dim, keepdim):
+    if dim is not None and x.ndim == 0:
+        wrap_dim(dim, 0)           # 0 and -1 are valid for a 0-d tensor, as in torch
+        dim = None
     if dim is None:
         out = _reduce(op, x.reshape(-1), (0,), False, dtypes.int32)
         return out.reshape((1,) * x.ndim) if keepdim else out

@@ -54,8 +54,8 @@ def _check_gpu_dtype(dtype, what):
         raise TypeError(f"webgpu: {what} float64 is not supported (WGSL has no f64); use float32")
 
 
-_LOWEST = {"f32": "bitcast<f32>(0xff800000u)", "i32": "bitcast<i32>(0x80000000u)", "u32": "0u"}
-_HIGHEST = {"f32": "bitcast<f32>(0x7f800000u)", "i32": "2147483647", "u32": "0xffffffffu"}
+_LOWEST = {"f32": "f32_from_bits(0xff800000u)", "i32": "bitcast<i32>(0x80000000u)", "u32": "0u"}
+_HIGHEST = {"f32": "f32_from_bits(0x7f800000u)", "i32": "2147483647", "u32": "0xffffffffu"}
 
 
 class WebGPUBackend:
@@ -100,8 +100,8 @@ class WebGPUBackend:
             t = t.clone()
         size = t.dtype.gpu_itemsize
         raw = self.runtime.read(t._storage, t._offset * size, t.numel() * size) if t.numel() else b""
-        if t.dtype is dtypes.bool_:
-            return bytes(memoryview(raw).cast("I"))
+        if t.dtype is dtypes.bool_:   # one u32 word per element on the GPU, one byte on the host
+            return bytes(memoryview(raw).cast("I").tolist())
         return bytes(raw)
 
     # ---- kernels ----
@@ -162,6 +162,9 @@ class WebGPUBackend:
 
     def reduce(self, op, x, dims, out_dtype):
         _check_gpu_dtype(x.dtype, "reducing")
+        if out_dtype is dtypes.uint8:
+            raise TypeError(f"webgpu: {op.name} cannot produce uint8 (GPU kernels write 32-bit words); "
+                            "convert with .int() or .float() first")
         kept = [d for d in range(x.ndim) if d not in dims]
         n_out = math.prod(x.shape[d] for d in kept)
         n_red = math.prod(x.shape[d] for d in dims)
@@ -222,6 +225,18 @@ class WebGPUBackend:
                                              entry=entry, bindings=("read_write", "read", "read"))
             self.runtime.dispatch(pipeline, [storage] + [t._storage for t in inputs],
                                   [numel, len(shape), dim] + words, _groups(numel))
+        return storage
+
+    def fold(self, g, shape, kernel, stride, dilation):
+        """Sum the sliding-window view g (N, C, kh, kw, Ho, Wo) back into an (N, C, H, W) tensor."""
+        _check_gpu_dtype(g.dtype, "fold of")
+        numel = math.prod(shape)
+        storage = self.empty(numel, g.dtype)
+        if numel:
+            pipeline = self.runtime.pipeline(("fold",), lambda: fill("fold"))
+            words = [numel, shape[2], shape[3], *kernel, *g.shape[4:], *stride, *dilation, shape[1],
+                     g._offset, *g._strides]
+            self.runtime.dispatch(pipeline, [storage, g._storage], words, _groups(numel))
         return storage
 
     def random(self, numel, normal, seed, offset, dtype):

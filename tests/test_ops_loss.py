@@ -1,0 +1,127 @@
+"""softmax, log_softmax, cross_entropy and mse_loss (webgrad.ops.loss, re-exported by nn.functional)."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import webgrad as wg
+from conftest import assert_close, check_op, integers, randn, rng, tag, to_numpy, wg_tensor
+from webgrad.ops import loss as L
+
+
+def _np_log_softmax(x, dim):
+    x = x.astype(np.float64)
+    shifted = x - x.max(axis=dim, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
+
+
+@pytest.mark.parametrize("shape,dim", [((4, 10), -1), ((4, 10), 0), ((3, 5, 7), 1), ((1000,), 0), ((257, 3), -1),
+                                       ((2, 1, 4), 1), ((), 0)])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax(op, shape, dim, device):
+    np_fn = ((lambda a: np.exp(_np_log_softmax(a, dim))) if op == "softmax" else
+             (lambda a: _np_log_softmax(a, dim)))
+    check_op(lambda t: getattr(t, op)(dim), 3 * randn(*shape), device=device,
+             torch_fn=lambda t: getattr(t, op)(dim), np_fn=np_fn if shape else None)
+    check_op(lambda t: getattr(wg, op)(t, dim), randn(*shape), device=device,
+             torch_fn=lambda t: getattr(torch, op)(t, dim), fd=False)
+    check_op(lambda t: getattr(L, op)(t, dim), randn(*shape), device=device,
+             torch_fn=lambda t: getattr(F, op)(t, dim), fd=False)
+
+
+def test_softmax_of_views(device):
+    check_op(lambda t: t.T.softmax(1), randn(6, 5), device=device)
+    check_op(lambda t: t[:, ::2].log_softmax(0), randn(4, 9), device=device)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_is_stable_with_large_logits(op, device):
+    x = np.array([[1000.0, 0.0, -1000.0], [1000.0, 1000.0, 999.0], [-1000.0, -1000.0, -1001.0],
+                  [88.0, 89.0, 90.0]], np.float32)
+    out = check_op(lambda t: getattr(t, op)(1), x, device=device, fd=False)[0]
+    t = wg_tensor(x, device, requires_grad=True)
+    getattr(t, op)(1)[:, 0].sum().backward()
+    assert np.all(np.isfinite(out)) and np.all(np.isfinite(to_numpy(t.grad))), tag(f"{op}: inf/NaN at large logits")
+    if op == "softmax":
+        assert_close(out.sum(1), np.ones(4), atol=1e-6, what="softmax rows sum to 1")
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("n,c", [(8, 5), (1, 3), (257, 10), (3, 1)])
+def test_cross_entropy_class_indices(n, c, reduction, device):
+    logits, labels = 2 * randn(n, c), integers(n, low=0, high=c)
+    check_op(lambda x, y: L.cross_entropy(x, y, reduction=reduction), logits, labels, device=device,
+             torch_fn=lambda x, y: F.cross_entropy(x, y, reduction=reduction))
+
+
+def test_cross_entropy_unbatched_and_smoothing(device):
+    check_op(lambda x, y: L.cross_entropy(x, y), randn(7), np.array(3, np.int32), device=device,
+             torch_fn=lambda x, y: F.cross_entropy(x, y))
+    for reduction in ("mean", "sum", "none"):
+        check_op(lambda x, y: L.cross_entropy(x, y, reduction=reduction, label_smoothing=0.1), randn(6, 4),
+                 integers(6, low=0, high=4), device=device,
+                 torch_fn=lambda x, y: F.cross_entropy(x, y, reduction=reduction, label_smoothing=0.1))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_probability_targets(reduction, device):
+    logits = 2 * randn(9, 6)
+    probs = np.exp(_np_log_softmax(randn(9, 6), 1)).astype(np.float32)
+    check_op(lambda x, p: L.cross_entropy(x, p, reduction=reduction), logits, probs, device=device,
+             torch_fn=lambda x, p: F.cross_entropy(x, p, reduction=reduction))
+    check_op(lambda x, p: L.cross_entropy(x, p, reduction=reduction, label_smoothing=0.2), logits, probs,
+             device=device, torch_fn=lambda x, p: F.cross_entropy(x, p, reduction=reduction, label_smoothing=0.2))
+
+
+def test_cross_entropy_large_logits_finite(device):
+    logits = np.array([[1000.0, -1000.0, 0.0], [-500.0, 500.0, 499.0]], np.float32)
+    labels = np.array([1, 2], np.int32)
+    check_op(lambda x, y: L.cross_entropy(x, y), logits, labels, device=device, fd=False,
+             torch_fn=lambda x, y: F.cross_entropy(x, y))
+
+
+def test_cross_entropy_errors(device):
+    x = wg_tensor(randn(4, 3), device)
+    with pytest.raises(ValueError):
+        L.cross_entropy(x, wg.tensor([0, 1, 2], device=device))                # wrong batch size
+    with pytest.raises(ValueError):
+        L.cross_entropy(x, wg.tensor([0, 1, 2, 0], device=device), reduction="avg")
+    with pytest.raises(ValueError):
+        L.cross_entropy(x, wg_tensor(randn(4, 2), device))                     # probabilities of wrong shape
+    with pytest.raises(ValueError):
+        L.cross_entropy(wg_tensor(randn(2, 3, 4), device), wg.tensor([0, 1], device=device))
+    with pytest.raises(TypeError):
+        L.cross_entropy(x, [0, 1, 2, 0])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("shape", [(257,), (3, 5, 7), (1, 1), ()])
+def test_mse_loss(shape, reduction, device):
+    check_op(lambda a, b: L.mse_loss(a, b, reduction=reduction), randn(*shape), randn(*shape), device=device,
+             torch_fn=lambda a, b: F.mse_loss(a, b, reduction=reduction),
+             np_fn=lambda a, b: {"mean": np.mean, "sum": np.sum, "none": lambda v: v}[reduction]((a - b) ** 2))
+
+
+def test_mse_loss_errors(device):
+    with pytest.raises(ValueError):
+        L.mse_loss(wg_tensor(randn(3), device), wg_tensor(randn(4), device))
+    with pytest.raises(ValueError):
+        L.mse_loss(wg_tensor(randn(3), device), wg_tensor(randn(3), device), reduction="max")
+
+
+def test_softmax_rejects_integers(device):
+    with pytest.raises(RuntimeError):
+        wg.tensor([1, 2, 3], device=device).softmax(0)
+    with pytest.raises(IndexError):
+        wg_tensor(randn(2, 3), device).log_softmax(2)
+
+
+def test_mlp_step_gradients_match_torch(device):
+    """A whole MLP step (matmul, bias broadcast, gelu, log_softmax, cross entropy) against torch."""
+    n, d, h, c = 13, 7, 17, 4
+    x, labels = randn(n, d), integers(n, low=0, high=c)
+    w1, b1, w2, b2 = randn(d, h) * 0.4, randn(h) * 0.1, randn(h, c) * 0.4, randn(c) * 0.1
+    check_op(lambda x, y, w1, b1, w2, b2: L.cross_entropy(wg.gelu(x @ w1 + b1) @ w2 + b2, y),
+             x, labels, w1, b1, w2, b2, device=device, grad=(2, 3, 4, 5),
+             torch_fn=lambda x, y, w1, b1, w2, b2: F.cross_entropy(F.gelu(x @ w1 + b1) @ w2 + b2, y))
+    assert rng() is not None

@@ -1,0 +1,93 @@
+"""Matrix products with PyTorch's shape rules, strided operands and odd sizes, on both devices."""
+import numpy as np
+import pytest
+
+import webgrad as wg
+from conftest import assert_close, check_op, randn, rng, wg_tensor
+
+SHAPES = [
+    ((7,), (7,)),                      # 1-D . 1-D -> 0-d
+    ((5,), (5, 3)),                    # 1-D . 2-D
+    ((4, 5), (5,)),                    # 2-D . 1-D
+    ((17, 33), (33, 19)),              # sizes not multiples of the 16x16 tile
+    ((1, 1), (1, 1)),
+    ((16, 16), (16, 16)),
+    ((65, 130), (130, 47)),
+    ((2, 1, 3, 4), (5, 4, 6)),         # broadcast batch dims
+    ((3, 4, 5), (5, 2)),               # batched @ matrix
+    ((4, 5), (3, 5, 2)),               # matrix @ batched
+    ((4,), (2, 4, 3)),                 # vector @ batched
+    ((2, 3, 4), (4,)),                 # batched @ vector
+    ((2, 3, 1, 4), (1, 3, 4, 2)),
+    ((3, 0), (0, 4)),                  # empty contraction: zeros
+]
+
+
+@pytest.mark.parametrize("sa,sb", SHAPES, ids=str)
+def test_matmul_shapes(sa, sb, device):
+    check_op(lambda a, b: a @ b, randn(*sa), randn(*sb), device=device, np_fn=np.matmul)
+
+
+def test_matmul_functional_and_method_forms(device):
+    a, b = randn(6, 9), randn(9, 5)
+    check_op(lambda x, y: wg.matmul(x, y), a, b, device=device, torch_fn=lambda x, y: x @ y)
+    check_op(lambda x, y: x.matmul(y) + x.mm(y), a, b, device=device)
+
+
+NON_CONTIGUOUS = {
+    "a.T": ((20, 17), (20, 9), lambda a, b: a.T @ b),
+    "b.T": ((17, 20), (9, 20), lambda a, b: a @ b.T),
+    "both.T": ((20, 17), (9, 20), lambda a, b: a.T @ b.T),
+    "mT batched": ((3, 5, 4), (3, 6, 5), lambda a, b: a.mT @ b.mT),
+    "sliced": ((10, 12), (6, 7), lambda a, b: a[1::2, ::2] @ b[:, 2:]),
+    "expanded": ((1, 4, 5), (3, 5, 2), lambda a, b: a.expand(3, 4, 5) @ b),
+    "permuted batch": ((4, 3, 5), (3, 5, 2), lambda a, b: a.permute(1, 0, 2) @ b),
+    "row of a view": ((6, 8), (8, 3), lambda a, b: a[2] @ b),
+}
+
+
+@pytest.mark.parametrize("name", list(NON_CONTIGUOUS))
+def test_matmul_non_contiguous_operands(name, device):
+    sa, sb, fn = NON_CONTIGUOUS[name]
+    check_op(fn, randn(*sa), randn(*sb), device=device)
+
+
+def test_matmul_random_sizes(device):
+    m, k, n = (int(v) for v in rng().integers(1, 40, 3))
+    batch = tuple(int(v) for v in rng().integers(1, 4, int(rng().integers(0, 3))))
+    check_op(lambda a, b: a @ b, randn(*batch, m, k), randn(k, n), device=device, np_fn=np.matmul)
+
+
+def test_matmul_in_a_chain(device):
+    x, w1, w2 = randn(8, 5), randn(5, 16) * 0.5, randn(16, 3) * 0.5
+    check_op(lambda x, a, b: ((x @ a).tanh() @ b).sum(1), x, w1, w2, device=device)
+
+
+def test_matmul_same_operand_twice(device):
+    check_op(lambda a: a @ a.T + a.T @ a, randn(6, 6), device=device)
+
+
+def test_matmul_errors(device):
+    a = wg_tensor(randn(3, 4), device)
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        a @ wg_tensor(randn(5, 2), device)
+    with pytest.raises(RuntimeError):
+        a @ wg_tensor(randn(3), device)
+    with pytest.raises(RuntimeError):
+        wg_tensor(randn(2, 3, 4), device) @ wg_tensor(randn(3, 4, 2), device)   # batch 2 vs 3
+    with pytest.raises(RuntimeError):
+        a @ wg_tensor(randn(), device)
+    with pytest.raises(RuntimeError):
+        wg.tensor([[1, 2], [3, 4]], device=device) @ wg.tensor([[1, 2], [3, 4]], device=device)
+    with pytest.raises(TypeError):
+        wg.matmul(a, [[1.0]] * 4)
+    other = "webgpu" if device == "cpu" else "cpu"
+    with pytest.raises(RuntimeError, match="cpu.*webgpu|webgpu.*cpu"):
+        a @ wg_tensor(randn(4, 2), other)
+
+
+def test_matmul_webgpu_matches_cpu_exactly_enough():
+    a, b = randn(2, 70, 33), randn(33, 50)
+    cpu = wg.tensor(a, device="cpu") @ wg.tensor(b, device="cpu")
+    gpu = wg.tensor(a, device="webgpu") @ wg.tensor(b, device="webgpu")
+    assert_close(gpu, cpu, atol=1e-5, rtol=1e-5, what="webgpu vs cpu matmul")
