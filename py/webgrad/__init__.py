@@ -1,4 +1,5 @@
 """webgrad: PyTorch-style tensors and autograd on WebGPU, natively and in the browser."""
+from ._tensor import Size, Tensor  # first: the ops modules import Tensor from it
 from . import dtypes
 from .autograd import enable_grad, is_grad_enabled, no_grad
 from .backends import default_device, get_backend
@@ -11,7 +12,6 @@ from .ops.loss import log_softmax, softmax
 from .ops.matmul import matmul
 from .ops.movement import broadcast_shapes, cat, gather, index_select, stack
 from .ops.reduce import amax, amin, argmax, argmin, max, mean, min, sum, var  # noqa: A004
-from ._tensor import Size, Tensor
 
 float = float32  # noqa: A001
 int = int32      # noqa: A001

@@ -5,6 +5,7 @@ both devices read any layout, so a view costs no copy. Ops live in webgrad.ops; 
 only forward to them, with PyTorch's names.
 """
 import array
+import functools
 import math
 
 from . import dtypes
@@ -12,6 +13,7 @@ from .autograd import backward as _backward
 from .backends import get_backend, resolve_device
 
 
+@functools.lru_cache(maxsize=4096)
 def contiguous_strides(shape):
     strides, step = [], 1
     for size in reversed(shape):
@@ -26,8 +28,8 @@ class Tensor:
 
     def __init__(self, storage, shape, dtype, device, strides=None, offset=0):
         self._storage = storage
-        self.shape = Size(shape)
-        self._strides = contiguous_strides(shape) if strides is None else tuple(strides)
+        self.shape = shape if type(shape) is Size else Size(shape)
+        self._strides = contiguous_strides(self.shape) if strides is None else tuple(strides)
         self._offset = offset
         self.dtype = dtype
         self.device = device
@@ -53,6 +55,8 @@ class Tensor:
         return self._strides if dim is None else self._strides[_wrap_dim(dim, self.ndim)]
 
     def is_contiguous(self):
+        if self._strides == contiguous_strides(self.shape):
+            return True
         return all(st == c for size, st, c in zip(self.shape, self._strides, contiguous_strides(self.shape))
                    if size != 1)
 

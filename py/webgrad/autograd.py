@@ -50,11 +50,15 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        global _grad_enabled
         from ._tensor import Tensor
         ctx = cls(args)
-        with _grad_mode(False):
+        recording, _grad_enabled = _grad_enabled, False   # (not the context manager: this is the hot path)
+        try:
             out = ctx.forward(*args, **kwargs)
-        if _grad_enabled and any(isinstance(a, Tensor) and a.requires_grad for a in args):
+        finally:
+            _grad_enabled = recording
+        if recording and any(isinstance(a, Tensor) and a.requires_grad for a in args):
             out.requires_grad = True
             out._ctx = ctx
         return out

@@ -7,6 +7,7 @@ import math
 from ..autograd import Function
 from .creation import full
 from .movement import _as_view, _slice_view, write_into
+from .._tensor import Tensor
 
 
 def _pair(value, name):
@@ -27,7 +28,6 @@ class _Windows(Function):
                         x._offset)
 
     def backward(self, grad):
-        from .._tensor import Tensor
         storage = grad.backend.fold(grad, self.in_shape, *self.geometry)
         return Tensor(storage, self.in_shape, grad.dtype, grad.device)
 

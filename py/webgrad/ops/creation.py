@@ -10,6 +10,7 @@ import math
 from .. import dtypes
 from ..backends import get_backend, resolve_device
 from .elementwise import MapOp
+from .._tensor import Tensor
 
 
 FILL = MapOp("fill", "a", lambda np, a: a)
@@ -45,7 +46,6 @@ def _shape(size):
 
 
 def _new(storage, shape, dtype, device, requires_grad):
-    from .._tensor import Tensor
     t = Tensor(storage, shape, dtype, device)
     return t.requires_grad_() if requires_grad else t
 
@@ -133,7 +133,6 @@ def randn_like(x, *, dtype=None, device=None):
 # ---- host data ----
 def tensor(data, *, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of data: a number, nested lists, an array.array, a Tensor or a NumPy array."""
-    from .._tensor import Tensor
     device = resolve_device(device)
     if isinstance(data, Tensor):
         out = data.detach().to(device=device, dtype=dtype or data.dtype).clone()
@@ -152,7 +151,6 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
 
 
 def as_tensor(data, dtype=None, device=None):
-    from .._tensor import Tensor
     if isinstance(data, Tensor) and (dtype is None or dtypes.as_dtype(dtype) is data.dtype) and (
             device is None or resolve_device(device) == data.device):
         return data

@@ -10,6 +10,7 @@ import numbers
 
 from .. import dtypes
 from ..autograd import Function
+from .._tensor import Tensor
 
 
 class MapOp:
@@ -115,7 +116,6 @@ def _tie_split(g, a, b):
 # ---- applying an op ----
 class Map(Function):
     def forward(self, op, *args, compute=None, out_dtype=None):
-        from .._tensor import Tensor
         first = next(a for a in args if isinstance(a, Tensor))
         shape = first.shape
         storage = first.backend.map(op, args, shape, compute, out_dtype)
@@ -124,7 +124,6 @@ class Map(Function):
         return self.out
 
     def backward(self, grad):
-        from .._tensor import Tensor
         grads = []
         for position, arg in enumerate(self.args):
             if isinstance(arg, Tensor):
@@ -135,7 +134,6 @@ class Map(Function):
 
 def _map(op, *args):
     """Promote dtypes, check devices, broadcast shapes, then run op elementwise."""
-    from .._tensor import Tensor
     from .movement import broadcast_shapes, expand
     tensors = [a for a in args if isinstance(a, Tensor)]
     if not tensors:
@@ -161,7 +159,6 @@ def _map(op, *args):
 
 def _python_scalar(a, op):
     """Tensors pass; numbers (NumPy scalars too) become Python bool/int/float operands."""
-    from .._tensor import Tensor
     if isinstance(a, (Tensor, bool, int, float)):
         return a
     if isinstance(a, numbers.Number) and not isinstance(a, complex):
@@ -170,7 +167,6 @@ def _python_scalar(a, op):
 
 
 def _compute_dtype(op, args):
-    from .._tensor import Tensor
     tensor_dtypes = [a.dtype for a in args if isinstance(a, Tensor)]
     dtype = tensor_dtypes[0] if tensor_dtypes else dtypes.float32
     for d in tensor_dtypes[1:]:
@@ -220,7 +216,6 @@ def where(condition, x, y):
 
 
 def clamp(x, min=None, max=None):  # noqa: A002
-    from .._tensor import Tensor
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
@@ -247,7 +242,6 @@ def cast(x, dtype):
 
 class _Cast(Function):
     def forward(self, x, dtype):
-        from .._tensor import Tensor
         self.in_dtype = x.dtype
         storage = x.backend.map(cast_op(dtype), (x,), x.shape, x.dtype, dtype)
         return Tensor(storage, x.shape, dtype, x.device)

@@ -4,6 +4,7 @@ from .. import dtypes
 from ..autograd import Function
 from .movement import wrap_dim
 from .reduce import amax
+from .._tensor import Tensor
 
 
 class _Softmax(Function):
@@ -52,7 +53,6 @@ def _reduce_loss(loss, reduction):
 
 def cross_entropy(input, target, reduction="mean", label_smoothing=0.0):  # noqa: A002
     """input: (N, C) or (C,) logits; target: int class indices (N,) or class probabilities like input."""
-    from .._tensor import Tensor
     if not isinstance(target, Tensor):
         raise TypeError(f"cross_entropy: target must be a Tensor, not {type(target).__name__}")
     if input.ndim not in (1, 2):

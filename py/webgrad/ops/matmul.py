@@ -3,11 +3,11 @@ dims broadcast. The backend multiplies (*B, M, K) @ (*B, K, N) with any strides,
 transposes in the backward pass are free views."""
 from ..autograd import Function
 from .movement import broadcast_shapes
+from .._tensor import Tensor
 
 
 class _MatMul(Function):
     def forward(self, a, b):
-        from .._tensor import Tensor
         self.a, self.b = a, b
         shape = a.shape[:-1] + (b.shape[-1],)
         return Tensor(a.backend.matmul(a, b), shape, a.dtype, a.device)
@@ -19,7 +19,6 @@ class _MatMul(Function):
 
 
 def matmul(a, b):
-    from .._tensor import Tensor
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError("matmul: both operands must be Tensors")
     if a.ndim == 0 or b.ndim == 0:

@@ -8,16 +8,7 @@ import math
 from .. import dtypes
 from ..autograd import Function
 from .elementwise import IDENTITY
-
-
-def _tensor_cls():
-    from .._tensor import Tensor
-    return Tensor
-
-
-def wrap_dim(dim, ndim):
-    from .._tensor import _wrap_dim
-    return _wrap_dim(dim, ndim)
+from .._tensor import Tensor, _wrap_dim as wrap_dim
 
 
 def broadcast_shapes(*shapes):
@@ -32,7 +23,7 @@ def broadcast_shapes(*shapes):
 
 
 def _as_view(x, shape, strides, offset):
-    return _tensor_cls()(x._storage, shape, x.dtype, x.device, strides, offset)
+    return Tensor(x._storage, shape, x.dtype, x.device, strides, offset)
 
 
 # ---- reshape ----
@@ -185,7 +176,6 @@ def write_into(target, source):
 
 
 def getitem(x, index):
-    Tensor = _tensor_cls()
     if isinstance(index, (Tensor, list)):
         return _index_with_tensor(x, index)
     if not isinstance(index, tuple):
@@ -236,7 +226,6 @@ def getitem(x, index):
 
 def _index_with_tensor(x, index):
     from .creation import tensor
-    Tensor = _tensor_cls()
     if not isinstance(index, Tensor):
         index = tensor(index, device=x.device)
     if index.dtype is dtypes.bool_:
@@ -250,7 +239,6 @@ def _index_with_tensor(x, index):
 # ---- cat / stack ----
 class _Cat(Function):
     def forward(self, dim, *tensors):
-        Tensor = _tensor_cls()
         first = tensors[0]
         shape = list(first.shape)
         shape[dim] = sum(t.shape[dim] for t in tensors)
@@ -315,18 +303,15 @@ def stack(tensors, dim=0):
 # ---- gather / index_select ----
 class _Gather(Function):
     def forward(self, x, dim, index):
-        Tensor = _tensor_cls()
         self.dim, self.index, self.in_shape = dim, index, x.shape
         return Tensor(x.backend.gather(x, dim, index), index.shape, x.dtype, x.device)
 
     def backward(self, grad):
-        Tensor = _tensor_cls()
         storage = grad.backend.scatter_add(grad, self.dim, self.index, self.in_shape)
         return Tensor(storage, self.in_shape, grad.dtype, grad.device), None
 
 
 def _check_index(name, x, index):
-    Tensor = _tensor_cls()
     if not isinstance(index, Tensor):
         raise TypeError(f"{name}: index must be a Tensor, not {type(index).__name__}")
     if index.dtype is not dtypes.int32:
@@ -361,7 +346,6 @@ def index_select(x, dim, index):
 class _ToDevice(Function):
     def forward(self, x, device):
         from ..backends import get_backend
-        Tensor = _tensor_cls()
         self.source = x.device
         storage = get_backend(device).upload(x.backend.download(x), x.dtype)
         return Tensor(storage, x.shape, x.dtype, device)

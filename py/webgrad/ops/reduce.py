@@ -9,6 +9,7 @@ import math
 from .. import dtypes
 from ..autograd import Function
 from .movement import wrap_dim
+from .._tensor import Tensor
 
 
 class ReduceOp:
@@ -49,7 +50,6 @@ def _kept_shape(shape, dims):
 
 
 def _reduce(op, x, dims, keepdim, out_dtype):
-    from .._tensor import Tensor
     if op is not SUM and any(x.shape[d] == 0 for d in dims):
         raise RuntimeError(f"{op.name}(): expected a non-empty input over the reduced dims")
     shape = tuple(s for d, s in enumerate(x.shape) if d not in dims)

@@ -11,6 +11,7 @@ from collections import defaultdict
 PARAMS_BYTES = 256
 PARAMS_WORDS = PARAMS_BYTES // 4
 MAX_QUEUED = 1024
+_ZERO_BLOCK = bytes(PARAMS_BYTES)
 _F32 = struct.Struct("<f")
 _U32 = struct.Struct("<I")
 
@@ -106,8 +107,8 @@ class Runtime:
             raise RuntimeError(f"webgpu: kernel parameters exceed {PARAMS_WORDS} words "
                                f"(too many dimensions?)")
         offset = len(self._params)
-        self._params += struct.pack(f"<{len(words)}I", *words)
-        self._params += bytes(PARAMS_BYTES - 4 * len(words))
+        self._params += _ZERO_BLOCK
+        struct.pack_into(f"<{len(words)}I", self._params, offset, *words)
         self._queue.append((pipeline, tuple(s.handle for s in storages), offset, self._grid(groups)))
         if len(self._queue) >= MAX_QUEUED:
             self.flush()
