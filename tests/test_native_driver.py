@@ -7,9 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-pytest.importorskip("wgpu")
-
-from webgrad.backends.webgpu.native import PARAMS_BYTES, NativeDriver  # noqa: E402
+from webgrad.backends.webgpu.native import PARAMS_BYTES, NativeDriver
 
 # out[i] = a[i] * scale + b[i] over the segment [base, base + n); params: scale (f32 bits), n, base.
 AXPB = """
@@ -30,10 +28,7 @@ AXPB_BINDINGS = ("read", "read", "read_write")
 
 @pytest.fixture(scope="module")
 def drv():
-    try:
-        return NativeDriver()
-    except RuntimeError as e:
-        pytest.skip(str(e))
+    return NativeDriver()   # `make test` installs lavapipe, so an adapter must exist
 
 
 @pytest.fixture
