@@ -29,3 +29,7 @@ def memory_stats(device="webgpu"):
 def synchronize(device="webgpu"):
     """Wait until queued work on device is done."""
     get_backend(device).sync()
+
+
+from . import data, io, nn, optim  # noqa: E402  (they build on the names above)
+from .io import load, save  # noqa: E402
