@@ -39,15 +39,18 @@ def eager_op_us(ops):
     return best / ops * 1e6
 
 
-def torch_eager_op_us(ops):
+def torch_eager_op_us(ops, device="cpu"):
     import torch
-    x, y = torch.randn(256), torch.randn(256)
+    x, y = torch.randn(256, device=device), torch.randn(256, device=device)
 
     def run():
         z = x
         for _ in range(ops):
             z = z + y
+    run()
     best, _ = best_of(run, 5)
+    if device == "cuda":
+        torch.cuda.synchronize()
     return best / ops * 1e6
 
 
@@ -78,13 +81,13 @@ def webgrad_step_ms(device, batches):
     return best / len(data) * 1e3
 
 
-def torch_step_ms(batches):
+def torch_step_ms(batches, device="cpu"):
     import torch
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.Tanh(), torch.nn.Linear(8, 8), torch.nn.Tanh(),
-                                torch.nn.Linear(8, 2))
+                                torch.nn.Linear(8, 2)).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=0.03)
-    data = [(torch.tensor(x), torch.tensor(y).long()) for x, y in batches]
+    data = [(torch.tensor(x, device=device), torch.tensor(y, device=device).long()) for x, y in batches]
 
     def run():
         for x, y in data:
@@ -115,6 +118,12 @@ def main():
     print(f"XOR training step (2-8-8-2, Adam, batch 64): webgpu {gpu:.2f} ms, cpu {cpu:.2f} ms, "
           f"PyTorch cpu {torch_cpu:.2f} ms")
     print(f"ratios vs PyTorch cpu: webgpu {gpu / torch_cpu:.2f}x, cpu {cpu / torch_cpu:.2f}x (lower is faster)")
+
+    import torch
+    if torch.cuda.is_available():   # on a machine with a GPU: the eager peer on the same GPU
+        cuda_op, cuda_step = torch_eager_op_us(args.ops, "cuda"), torch_step_ms(batches, "cuda")
+        print(f"PyTorch cuda ({torch.cuda.get_device_name()}): eager op {cuda_op:.1f} us, XOR step "
+              f"{cuda_step:.2f} ms; ratios webgpu/cuda: op {ours / cuda_op:.2f}x, step {gpu / cuda_step:.2f}x")
 
 
 if __name__ == "__main__":
