@@ -4,6 +4,7 @@ import gzip
 import math
 import os
 import struct
+import zlib
 
 from .. import dtypes
 
@@ -22,10 +23,12 @@ def read_idx(source, device=None):
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:
             raise ValueError(f"{where}: corrupt gzip stream ({e})") from None
-    if len(data) < 4 or data[:2] != b"\0\0" or data[2] not in _TYPES:
+    if len(data) < 4 or data[:2] != b"\0\0":
         raise ValueError(f"{where}: not an IDX file (bad magic {data[:4].hex() or 'empty'})")
+    if data[2] not in _TYPES:
+        raise ValueError(f"{where}: unknown IDX type code {data[2]:#04x}")
     dtype, ndim = _TYPES[data[2]], data[3]
     if len(data) < 4 + 4 * ndim:
         raise ValueError(f"{where}: truncated IDX header")

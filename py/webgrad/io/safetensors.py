@@ -56,7 +56,7 @@ def _parse(data, where):
         fail(f"header length {size} runs past the end of the file ({len(data)} bytes)")
     try:
         header = json.loads(data[8:8 + size])
-    except (UnicodeDecodeError, ValueError) as e:
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
         fail(f"header is not JSON ({e})")
     if not isinstance(header, dict):
         fail("header is not a JSON object")
@@ -68,9 +68,9 @@ def _parse(data, where):
             dtype, shape, (begin, end) = _DTYPES[info["dtype"]], info["shape"], info["data_offsets"]
         except (KeyError, TypeError, ValueError):
             fail(f"entry {name!r} lacks a known dtype, shape or data_offsets: {info!r}")
-        if not (isinstance(shape, list) and all(isinstance(s, int) and s >= 0 for s in shape)):
+        if not (isinstance(shape, list) and all(type(s) is int and s >= 0 for s in shape)):
             fail(f"entry {name!r} has a bad shape {shape!r}")
-        if not (isinstance(begin, int) and isinstance(end, int) and 0 <= begin <= end <= body):
+        if not (type(begin) is int and type(end) is int and 0 <= begin <= end <= body):
             fail(f"entry {name!r} has data offsets {[begin, end]} outside the {body}-byte data section")
         if end - begin != math.prod(shape) * dtype.itemsize:
             fail(f"entry {name!r} holds {end - begin} bytes, but {info['dtype']}{shape} needs "
