@@ -1,10 +1,12 @@
-# webgrad: make play | make test | make bench | make clean
+# webgrad: make play | make test | make site | make bench | make clean
 SHELL := bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMPS := .stamps
 PORT ?= 8000
+SITE ?= build/site
+NPM_DONE := web/node_modules/.package-lock.json
 PYTEST_ARGS ?=
 # torch==2.13.0 (CPU) lies in /opt/wheels on the project machines; use it even if PIP_* env is gone.
 PIP_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
@@ -15,22 +17,29 @@ ifeq ($(wildcard $(XDG_RUNTIME_DIR)),)
 export XDG_RUNTIME_DIR := /tmp/webgrad-xdg-$(shell id -u)
 endif
 
-.PHONY: setup test play bench clean
+.PHONY: setup test play site bench clean
 
-setup: $(STAMPS)/apt $(VENV)/.installed $(XDG_RUNTIME_DIR)
+setup: $(STAMPS)/system $(VENV)/.installed $(NPM_DONE) $(XDG_RUNTIME_DIR)
 
 $(XDG_RUNTIME_DIR):
 	mkdir -p -m 700 $@
 
-# Lavapipe (Mesa's software Vulkan) so wgpu-py finds an adapter on machines without a GPU.
-$(STAMPS)/apt:
+# Lavapipe (Mesa's software Vulkan) so wgpu-py finds an adapter on machines without a GPU;
+# Debian's Chromium (WebGPU on SwiftShader, fonts for screenshots) for the page's e2e tests;
+# npm for the page's packages. Only what is missing is installed.
+$(STAMPS)/system:
 	@mkdir -p $(STAMPS)
-	@if ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1 && dpkg -s libvulkan1 >/dev/null 2>&1; then \
-	  echo "setup: lavapipe + libvulkan1 already installed"; \
+	@need=""; \
+	ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1 && dpkg -s libvulkan1 >/dev/null 2>&1 \
+	  || need="mesa-vulkan-drivers libvulkan1"; \
+	[ -x /usr/bin/chromium ] || need="$$need chromium fonts-dejavu-core fonts-liberation"; \
+	command -v npm >/dev/null || need="$$need npm"; \
+	if [ -z "$$need" ]; then \
+	  echo "setup: system packages already installed"; \
 	else \
 	  $(SUDO) apt-get update -q && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=300 \
-	    --no-install-recommends mesa-vulkan-drivers libvulkan1; \
+	    --no-install-recommends $$need; \
 	fi
 	@touch $@
 
@@ -39,15 +48,26 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q $(PIP_LINKS) -e '.[test]'
 	@touch $@
 
+# The page's npm packages (Pyodide, uPlot), exactly as locked.
+$(NPM_DONE): web/package.json web/package-lock.json
+	cd web && npm ci --no-audit --no-fund
+	@touch $@
+
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-play: setup
-	$(PY) -m webgrad train xor
+# The whole static site (page, Pyodide, uPlot, the webgrad wheel) in $(SITE), for any static host.
+site: setup
+	$(PY) web/build.py $(SITE)
+
+# Serves the site on localhost only; the URL is printed.
+play: site
+	$(PY) web/serve.py $(SITE) --port $(PORT)
 
 bench: setup
 	$(PY) bench/dispatch.py
+	$(PY) bench/page.py
 
 clean:
-	rm -rf $(VENV) $(STAMPS) build dist .pytest_cache .hypothesis py/*.egg-info
+	rm -rf $(VENV) $(STAMPS) build dist .pytest_cache .hypothesis py/*.egg-info web/node_modules e2e/artifacts
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

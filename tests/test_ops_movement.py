@@ -312,3 +312,41 @@ def test_to_device_round_trip_with_gradient():
         (y * y).sum().backward()
         assert x.grad.device == src, tag("gradient did not come back to the source device")
         assert_close(x.grad, 2 * a, what=f"{src}->{dst} gradient")
+
+
+# ---- view(dtype) ----
+@pytest.mark.parametrize("src,dst", [("uint8", "int32"), ("int32", "uint8"), ("float32", "int32"),
+                                     ("int32", "float32"), ("uint8", "float32"), ("float32", "uint8")])
+def test_view_dtype_reinterprets_bytes_like_torch(src, dst, device):
+    a = rng().integers(0, 256, (3, 4, 8)).astype(np.uint8).view(src)   # any bytes, as each dtype
+    if src == "float32":
+        a = randn(3, 4, 2)
+    x = wg_tensor(a, device, dtype=getattr(wg, src))
+    y = x.view(getattr(wg, dst))
+    expected = torch.from_numpy(a.copy()).view(getattr(torch, dst))
+    assert y.dtype is getattr(wg, dst) and tuple(y.shape) == tuple(expected.shape) and y.device == device
+    assert y._storage is x._storage or device == "cpu"   # no copy (a NumPy view on cpu)
+    np.testing.assert_array_equal(y.numpy().view(np.uint8), expected.numpy().view(np.uint8), err_msg=tag())
+    # views of views: rows of a slice, and after a gather of the wider type (packed uint8 rows)
+    rows = x[1:3].view(getattr(wg, dst))
+    np.testing.assert_array_equal(rows.numpy().view(np.uint8), expected[1:3].numpy().view(np.uint8), err_msg=tag())
+
+
+def test_view_dtype_unpacks_gathered_uint8_rows(device):
+    pixels = rng().integers(0, 256, (5, 12), dtype=np.uint8)
+    words = wg.tensor(pixels, device=device).view(wg.int32)          # (5, 3): four bytes a word
+    picked = words[wg.tensor([4, 0, 4], device=device)]               # gathered as int32
+    assert_close(picked.view(wg.uint8).float(), pixels[[4, 0, 4]].astype(np.float32), what="unpacked rows")
+
+
+def test_view_dtype_errors(device):
+    x = wg.tensor(np.arange(12, dtype=np.uint8).reshape(3, 4), device=device)
+    with pytest.raises(RuntimeError, match="does not split"):
+        x[:, 1:].view(wg.int32)                       # 3 bytes a row
+    with pytest.raises(RuntimeError, match="stride 1"):
+        wg.zeros(4, 2, dtype=wg.int32, device=device).T.view(wg.uint8)
+    with pytest.raises(TypeError, match="can be reinterpreted"):
+        x.view(wg.bool)
+    with pytest.raises(RuntimeError, match="not differentiable"):
+        wg.ones(4, device=device, requires_grad=True).view(wg.int32)
+    assert x.view(wg.uint8) is x and x.view(3, 4).shape == (3, 4)

@@ -253,7 +253,10 @@ class Tensor:
 
     # ---- movement ----
     def reshape(self, *shape): return M.reshape(self, _shape_args(shape))
-    def view(self, *shape): return M.view(self, _shape_args(shape))
+    def view(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (dtypes.DType, str)):   # view(dtype): reinterpret the bytes
+            return M.view_dtype(self, shape[0])
+        return M.view(self, _shape_args(shape))
     def flatten(self, start_dim=0, end_dim=-1): return M.flatten(self, start_dim, end_dim)
     def permute(self, *dims): return M.permute(self, _shape_args(dims))
     def transpose(self, dim0, dim1): return M.transpose(self, dim0, dim1)

@@ -1,12 +1,16 @@
-"""`python -m webgrad train {xor,circles,gaussians,spirals} [options]`: train an MLP on a
-Playground set, with a progress bar on stderr and `test accuracy: 0.XXXX` as the last stdout line."""
+"""`python -m webgrad train {xor,circles,gaussians,spirals,mnist} [options]`: train an MLP on a
+Playground set, or an MLP or a CNN on MNIST, with a progress bar on stderr and
+`test accuracy: 0.XXXX` as the last stdout line."""
 import argparse
 import sys
+import time
 
 from . import nn, optim
 from .autograd import no_grad
 from .backends import default_device
 from .data import DATASETS, DataLoader, TensorDataset
+from .data.mnist_dataset import mnist
+from .io import save as save_tensors
 from .ops.creation import manual_seed
 
 OPTIMIZERS = {"sgd": optim.SGD, "adam": optim.Adam, "adamw": optim.AdamW}
@@ -42,6 +46,84 @@ def accuracy(model, x, y):
         return (model(x).argmax(1) == y).float().mean().item()
 
 
+# ---- MNIST ----
+# The recipe behind the targets (MLP >= 0.975, CNN >= 0.988 after 3 epochs): Adam, batch 64, the
+# learning rate decaying linearly from its start to 0 over the run.
+MNIST_DEFAULTS = {"epochs": 3, "batch_size": 64, "lr": 2e-3, "optimizer": "adam", "schedule": "linear"}
+
+
+def evaluate(model, dataset, batch_size=1000):
+    """Test accuracy of model on a dataset of (images, labels), in eval mode, batch by batch
+    (the counts are summed on the device; one readback at the end)."""
+    was_training = model.training
+    model.eval()
+    correct = None
+    with no_grad():
+        for x, y in DataLoader(dataset, batch_size):
+            hits = (model(x).argmax(1) == y).int().sum()
+            correct = hits if correct is None else correct + hits
+    model.train(was_training)
+    return correct.item() / len(dataset) if correct is not None else float("nan")
+
+
+def train_mnist(model="mlp", device=None, epochs=3, batch_size=64, lr=2e-3, optimizer="adam", schedule="linear",
+                seed=0, limit=None, test_limit=None, steps=None, root=None, download=False, save=None,
+                progress=None, model_kwargs=None):
+    """Train nn.mnist_mlp or nn.mnist_cnn on MNIST and return (test accuracy, model).
+
+    limit / test_limit keep the first examples of each split; steps stops early. schedule
+    'linear' decays the learning rate to 0 over the run, 'constant' keeps it. save writes
+    wg.save(model.state_dict(), save). progress(epoch, epochs, step, steps_per_epoch, loss,
+    images_per_second) is called about 50 times an epoch (only then is the loss read back)."""
+    if model not in nn.MODELS:
+        raise ValueError(f"unknown model {model!r}; choose one of {', '.join(nn.MODELS)}")
+    if schedule not in ("linear", "constant"):
+        raise ValueError(f"unknown schedule {schedule!r}; choose linear or constant")
+    if epochs <= 0 or batch_size <= 0:
+        raise ValueError("epochs and batch size must be positive")
+    device = device or default_device()
+    manual_seed(seed)
+    train_set = mnist("train", root, device, limit, download=download)
+    test_set = mnist("test", root, device, test_limit, download=download)
+    net = nn.MODELS[model](device=device, **(model_kwargs or {}))
+    opt = OPTIMIZERS[optimizer](net.parameters(), lr=lr)
+    loader = DataLoader(train_set, batch_size, shuffle=True, seed=seed)
+    per_epoch = len(loader)
+    total = per_epoch * epochs if steps is None else min(steps, per_epoch * epochs)
+    every, step, seen, start = max(1, per_epoch // 50), 0, 0, time.perf_counter()
+    net.train()
+    for epoch in range(epochs):
+        for i, (x, y) in enumerate(loader):
+            loss = nn.functional.cross_entropy(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step, seen = step + 1, seen + x.shape[0]
+            if schedule == "linear":
+                for group in opt.param_groups:
+                    group["lr"] = lr * (1 - step / total)
+            if progress and ((i + 1) % every == 0 or i + 1 == per_epoch or step == total):
+                value = loss.item()   # waits for the device, so the rate below is real
+                progress(epoch + 1, epochs, i + 1, per_epoch, value, seen / (time.perf_counter() - start))
+            if step == total:
+                break
+        if step == total:
+            break
+    acc = evaluate(net, test_set)
+    if save:
+        save_tensors(net.state_dict(), save, metadata={"model": model, "test_accuracy": f"{acc:.4f}"})
+    return acc, net
+
+
+def mnist_progress_bar(epoch, epochs, step, steps, loss, rate, width=30):
+    done = step * width // steps
+    sys.stderr.write(f"\repoch {epoch}/{epochs} [{'#' * done}{'.' * (width - done)}] {step}/{steps}  "
+                     f"loss {loss:.4f}  {rate:,.0f} img/s ")
+    if step == steps:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
 def progress_bar(step, steps, loss, width=30):
     done = step * width // steps
     sys.stderr.write(f"\r[{'#' * done}{'.' * (width - done)}] step {step}/{steps}  loss {loss:.4f}")
@@ -60,30 +142,65 @@ def _sizes(text):
     return sizes
 
 
+TOY_OPTIONS = {"hidden": (8, 8), "activation": "tanh", "noise": 0.0, "samples": 500, "test_ratio": 0.5}
+MNIST_OPTIONS = {"model": "mlp", "epochs": 3, "limit": None, "test_limit": None, "save": None, "root": None,
+                 "download": False, "schedule": "linear"}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m webgrad", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    cmd = commands.add_parser("train", help="train an MLP on one of the TensorFlow Playground's 2-D sets")
-    cmd.add_argument("dataset", choices=list(DATASETS))
+    cmd = commands.add_parser("train", help="train an MLP on one of the TensorFlow Playground's 2-D sets, "
+                                            "or an MLP or a CNN on MNIST")
+    cmd.add_argument("dataset", choices=[*DATASETS, "mnist"])
     cmd.add_argument("--device", choices=["webgpu", "cpu"], default=None,
                      help="default: webgpu on a hardware adapter, else cpu (WEBGRAD_DEVICE overrides)")
-    cmd.add_argument("--hidden", type=_sizes, default=(8, 8), help="hidden layer sizes, e.g. 8,8 (default)")
-    cmd.add_argument("--activation", choices=list(nn.ACTIVATIONS), default="tanh")
-    cmd.add_argument("--lr", type=float, default=0.03)
+    cmd.add_argument("--lr", type=float, default=None, help="default: 0.03 (toy sets), 0.002 (mnist)")
     cmd.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adam")
-    cmd.add_argument("--steps", type=int, default=500)
-    cmd.add_argument("--batch-size", type=int, default=32)
-    cmd.add_argument("--noise", type=float, default=0.0, help="the Playground's noise, 0..0.5")
+    cmd.add_argument("--batch-size", type=int, default=None, help="default: 32 (toy sets), 64 (mnist)")
+    cmd.add_argument("--steps", type=int, default=None, help="default: 500 (toy sets); on mnist, stop early")
     cmd.add_argument("--seed", type=int, default=0)
-    cmd.add_argument("--samples", type=int, default=500, help="points in train + test")
-    cmd.add_argument("--test-ratio", type=float, default=0.5)
+    toy = cmd.add_argument_group("toy sets")
+    toy.add_argument("--hidden", type=_sizes, default=None, help="hidden layer sizes, e.g. 8,8 (default)")
+    toy.add_argument("--activation", choices=list(nn.ACTIVATIONS), default=None, help="default: tanh")
+    toy.add_argument("--noise", type=float, default=None, help="the Playground's noise, 0..0.5")
+    toy.add_argument("--samples", type=int, default=None, help="points in train + test (default 500)")
+    toy.add_argument("--test-ratio", type=float, default=None, help="default: 0.5")
+    digits = cmd.add_argument_group("mnist")
+    digits.add_argument("--model", choices=list(nn.MODELS), default=None, help="default: mlp")
+    digits.add_argument("--epochs", type=int, default=None, help="default: 3")
+    digits.add_argument("--limit", type=int, default=None, help="train on the first N training images")
+    digits.add_argument("--test-limit", type=int, default=None, help="test on the first N test images")
+    digits.add_argument("--schedule", choices=["linear", "constant"], default=None,
+                        help="learning rate: linear decay to 0 (default) or constant")
+    digits.add_argument("--save", metavar="PATH", default=None, help="write the trained state_dict (safetensors)")
+    digits.add_argument("--root", metavar="DIR", default=None, help="directory of the MNIST IDX files")
+    digits.add_argument("--download", action="store_true", default=None,
+                        help="fetch the MNIST files (checksummed) into ~/.cache/webgrad/mnist if missing")
     args = parser.parse_args(argv)
-    options = {k: v for k, v in vars(args).items() if k != "command"}
-    options["device"] = args.device or default_device()
-    if args.steps <= 0:
-        parser.error("--steps must be positive")
+    given = {k: v for k, v in vars(args).items() if k != "command" and v is not None}
+    device = args.device or default_device()
+    is_mnist = args.dataset == "mnist"
+    wrong = sorted(set(given) & set(TOY_OPTIONS if is_mnist else MNIST_OPTIONS))
+    if wrong:
+        kind = "the toy sets" if is_mnist else "mnist"
+        parser.error(f"{', '.join('--' + w.replace('_', '-') for w in wrong)}: only for {kind}")
+    for name in ("steps", "batch_size", "epochs", "limit", "test_limit", "samples"):
+        if name in given and given[name] <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
     try:
-        acc = train(**options, progress=progress_bar)
+        if is_mnist:
+            options = {**MNIST_DEFAULTS, **MNIST_OPTIONS, **given, "device": device}
+            options.pop("dataset")
+            acc, _ = train_mnist(**options, progress=mnist_progress_bar)
+            if args.save:
+                sys.stderr.write(f"saved the {options['model']} state_dict to {args.save}\n")
+        else:
+            options = {"steps": 500, "batch_size": 32, "lr": 0.03, **TOY_OPTIONS, **given, "device": device}
+            acc = train(**options, progress=progress_bar)
+    except FileNotFoundError as e:
+        sys.stderr.write(f"python -m webgrad: {e}\n")
+        return 2
     except ValueError as e:
         parser.error(str(e))
     print(f"test accuracy: {acc:.4f}")

@@ -24,6 +24,11 @@ class CPUBackend:
     def upload(self, raw, dtype):
         return np.frombuffer(bytes(raw), dtype=_np_dtype(dtype)).copy()
 
+    def bitcast(self, storage, dtype):
+        """The same memory as an array of dtype (whole elements of it)."""
+        raw = storage.view(np.uint8)
+        return raw[:len(raw) - len(raw) % dtype.itemsize].view(_np_dtype(dtype))
+
     def download(self, t):
         return np.ascontiguousarray(self.view(t)).tobytes()
 

@@ -75,6 +75,45 @@ def view(x, shape):
     return reshape(x, shape)
 
 
+_BITCASTABLE = (dtypes.float32, dtypes.int32, dtypes.uint8)
+
+
+def view_dtype(x, dtype):
+    """Tensor.view(dtype): the same bytes read as another dtype, no copy (PyTorch's rules: with a
+    different element size the last dim must be contiguous and scales by the size ratio). For
+    raw data, e.g. uint8 images kept packed four to an int32 so rows can be index_selected."""
+    dtype = dtypes.as_dtype(dtype)
+    if dtype is x.dtype:
+        return x
+    if x.dtype not in _BITCASTABLE or dtype not in _BITCASTABLE:
+        raise TypeError(f"view(dtype): only {', '.join(d.name for d in _BITCASTABLE)} can be reinterpreted, "
+                        f"not {x.dtype.name} as {dtype.name}")
+    if x.requires_grad:
+        raise RuntimeError("view(dtype) is not differentiable; call it on a tensor that does not require grad")
+    old, new = x.dtype.itemsize, dtype.itemsize
+    shape, offset = list(x.shape), x._offset
+    strides = [0 if size == 1 else st for size, st in zip(x.shape, x._strides)]   # unused strides
+    if old != new:
+        if not shape or (shape[-1] != 1 and strides[-1] != 1):
+            raise RuntimeError(f"view(dtype): viewing {x.dtype.name} as {dtype.name} needs a last dim of "
+                               f"stride 1, got shape {tuple(x.shape)} with strides {x._strides}")
+        strides[-1] = 1
+    if new < old:
+        ratio = old // new
+        shape[-1] *= ratio
+        strides = [st * ratio for st in strides[:-1]] + [1]
+        offset *= ratio
+    elif new > old:
+        ratio = new // old
+        if shape[-1] % ratio or offset % ratio or any(st % ratio for st in strides[:-1]):
+            raise RuntimeError(f"view(dtype): {x.dtype.name} of shape {tuple(x.shape)} (strides {x._strides}, "
+                               f"offset {x._offset}) does not split into whole {dtype.name} elements")
+        shape[-1] //= ratio
+        strides = [st // ratio for st in strides[:-1]] + [1]
+        offset //= ratio
+    return Tensor(x.backend.bitcast(x._storage, dtype), tuple(shape), dtype, x.device, strides, offset)
+
+
 def flatten(x, start_dim=0, end_dim=-1):
     if x.ndim == 0:
         return x.reshape(1)

@@ -90,6 +90,10 @@ class WebGPUBackend:
             self.runtime.write(storage, raw)
         return storage
 
+    def bitcast(self, storage, dtype):
+        """Storage is a buffer of 32-bit words whatever its dtype (uint8 packs four to a word)."""
+        return storage
+
     def download(self, t):
         if t.dtype is dtypes.uint8:
             # bytes are packed four to a word; read the whole span and pick the elements here

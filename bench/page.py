@@ -1,0 +1,114 @@
+"""The playground page in headless Chromium, next to the same network natively.
+
+Prints, in one run:
+  - seconds from opening the page to its first frame (Pyodide, the wheel, the GPU, kernels), and
+    to the first training step after pressing Play;
+  - XOR training steps per second (the page's default script for XOR: 2-8-8-2 tanh MLP, Adam,
+    batch 16): in the page through its Run button, and natively on webgpu (wgpu-py) and cpu,
+    running the very same script text; plus the page's Play rate, which also draws frames.
+Usage: python bench/page.py [--steps 200] [--play-seconds 10]
+"""
+import argparse
+import importlib.util
+import os
+import tempfile
+import threading
+import time
+
+from playwright.sync_api import sync_playwright
+
+import webgrad as wg
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+XOR = "#dataset=xor&noise=0&ratio=50&batch=16&hidden=8,8&activation=tanh&lr=0.03&optimizer=adam&l2=0&seed=1"
+TIMING = """
+import time
+for _ in range(20):       # warm-up: compile the kernels, fill the buffer pool
+    train_step()
+train_step().item()
+start = time.perf_counter()
+for _ in range({steps}):
+    loss = train_step()
+loss.item()               # wait for the GPU
+print("STEPS_PER_S", {steps} / (time.perf_counter() - start))
+"""
+
+
+def web_module(name):
+    spec = importlib.util.spec_from_file_location(f"webgrad_web_{name}", os.path.join(ROOT, "web", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def steps_per_s_natively(source, device):
+    out = {}
+    exec(compile(source.replace('device = "webgpu"', f'device = "{device}"'), "train.py", "exec"),
+         {"__name__": "bench", "print": lambda tag, value: out.setdefault(tag, value)})
+    return out["STEPS_PER_S"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--play-seconds", type=float, default=10)
+    args = parser.parse_args()
+
+    site = web_module("build").build(tempfile.mkdtemp(prefix="webgrad-site-"))
+    server = web_module("serve").serve(site, port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/{XOR}"
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        start = time.perf_counter()
+        page.goto(url)
+        page.wait_for_function("document.querySelector('[data-testid=accuracy]').textContent !== '–'", timeout=120_000)
+        first_frame = time.perf_counter() - start
+        page.click("[data-testid=train]")
+        page.wait_for_function("Number(document.querySelector('[data-testid=step-count]').textContent) >= 1",
+                               timeout=60_000, polling=10)
+        first_step = time.perf_counter() - start
+        adapter = page.text_content("[data-testid=adapter]")
+
+        # Play rate: steps per second including the frames (one batched readback each).
+        begin_steps, begin = int(page.text_content("[data-testid=step-count]")), time.perf_counter()
+        page.wait_for_timeout(args.play_seconds * 1000)
+        play_rate = (int(page.text_content("[data-testid=step-count]")) - begin_steps) / (time.perf_counter() - begin)
+        page.click("[data-testid=pause]")
+        page.wait_for_function("document.querySelector('[data-testid=status]').textContent === 'Paused'")
+
+        # The page's own script for these settings, less its __main__ block, plus the timing loop.
+        script = page.input_value("[data-testid=code]").split('if __name__ == "__main__":')[0]
+        source = script + TIMING.format(steps=args.steps)
+        page.fill("[data-testid=code]", source)
+        page.click("[data-testid=run-code]")
+        page.wait_for_function("document.querySelector('[data-testid=output]').textContent.includes('STEPS_PER_S')"
+                               " || document.querySelector('[data-testid=status]').textContent.includes('error')",
+                               timeout=300_000)
+        output = page.text_content("[data-testid=output]")
+        browser.close()
+    server.shutdown()
+    if "STEPS_PER_S" not in output:
+        raise SystemExit(f"the timing script failed in the page:\n{output}")
+    in_page = float(output.split("STEPS_PER_S", 1)[1].split()[0])
+
+    native = steps_per_s_natively(source, "webgpu")
+    native_adapter = wg.get_backend("webgpu").info["name"]
+    cpu = steps_per_s_natively(source, "cpu")
+
+    print(f"page load to first frame          {first_frame:6.2f} s")
+    print(f"page load to first training step  {first_step:6.2f} s  (Play pressed as soon as it could be)")
+    print(f"XOR 2-8-8-2 tanh MLP, Adam, batch 16; training steps per second, {args.steps} steps after warm-up:")
+    rows = [(f"page, Run button ({adapter})", in_page, ""),
+            (f"native webgpu ({native_adapter})", native, f"page / native = {in_page / native:.2f}"),
+            ("native cpu (NumPy)", cpu, f"page / cpu = {in_page / cpu:.2f}"),
+            ("page, Play (a frame per chunk of steps)", play_rate, "")]
+    for label, rate, ratio in rows:
+        print(f"  {label:<48} {rate:8.1f}   {ratio}")
+
+if __name__ == "__main__":
+    main()

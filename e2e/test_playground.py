@@ -1,0 +1,183 @@
+"""The playground page end to end, in headless Chromium (WebGPU on SwiftShader here)."""
+import json
+import os
+
+import pytest
+
+
+XOR = "#dataset=xor&noise=0&ratio=50&batch=16&hidden=8,8&activation=tanh&lr=0.03&optimizer=adam&l2=0&seed=1"
+SPIRALS = "#dataset=spirals&noise=0&ratio=50&batch=32&hidden=32,32&activation=relu&lr=0.01&optimizer=adam&l2=0&seed=1"
+
+
+# randn is Box-Muller, sqrt(-2 log(1 - u1)): WGSL only bounds log's error near 1 absolutely (2^-21),
+# and the square root turns that into ~1e-4 relative differences between GPUs for small u1.
+PARITY_TOLERANCE = {"randn": 1e-3}
+
+
+def text(page, testid):
+    return page.text_content(f"[data-testid={testid}]")
+
+
+def steps(page):
+    return int(text(page, "step-count"))
+
+
+def wait_for(page, condition, timeout_s):
+    page.wait_for_function(condition, timeout=timeout_s * 1000, polling=100)
+
+
+def pause(page):
+    page.click("[data-testid=pause]")
+    wait_for(page, "document.querySelector('[data-testid=status]').textContent === 'Paused'", 10)
+
+
+def accuracy_at_least(value):
+    return f"Number(document.querySelector('[data-testid=accuracy]').textContent) >= {value}"
+
+
+def test_page_loads_and_shows_the_adapter(page, open_playground):
+    open_playground()
+    adapter = text(page, "adapter")
+    assert adapter not in ("", "—", "none")
+    assert "swiftshader" in adapter.lower() or "software" not in adapter  # a real GPU, or SwiftShader saying so
+    assert steps(page) == 0
+    assert 0 <= float(text(page, "accuracy")) <= 1
+    assert "import webgrad as wg" in page.input_value("[data-testid=code]")
+    assert page.is_enabled("[data-testid=train]") and page.is_disabled("[data-testid=pause]")
+
+
+def test_xor_trains_to_full_test_accuracy(page, open_playground, screenshot):
+    open_playground(XOR)
+    page.click("[data-testid=train]")
+    wait_for(page, accuracy_at_least(1.0), 45)
+    assert steps(page) <= 1500, "XOR should reach test accuracy 1.0 within 1500 steps"
+    assert float(text(page, "loss")) < 0.1
+    pause(page)
+    screenshot("xor-trained.png")
+
+
+def test_spirals_improve_markedly(page, open_playground, screenshot):
+    open_playground(SPIRALS)
+    start_loss = float(text(page, "test-loss"))
+    start_accuracy = float(text(page, "accuracy"))
+    page.click("[data-testid=train]")
+    wait_for(page, accuracy_at_least(0.9), 45)
+    pause(page)
+    assert float(text(page, "test-loss")) < start_loss / 2
+    assert float(text(page, "accuracy")) >= start_accuracy + 0.3
+    screenshot("spirals-trained.png")
+
+
+def test_pause_stops_and_reset_starts_over(page, open_playground):
+    open_playground(XOR)
+    page.click("[data-testid=train]")
+    wait_for(page, "Number(document.querySelector('[data-testid=step-count]').textContent) >= 20", 30)
+    pause(page)
+    paused_at = steps(page)
+    page.wait_for_timeout(1500)
+    assert steps(page) == paused_at, "the step count moved while paused"
+    assert page.is_enabled("[data-testid=train]")
+
+    page.click("[data-testid=reset]")
+    wait_for(page, "document.querySelector('[data-testid=step-count]').textContent === '0'", 10)
+    fresh_loss = text(page, "test-loss")
+    page.click("[data-testid=step]")
+    wait_for(page, "document.querySelector('[data-testid=step-count]').textContent === '1'", 10)
+
+    page.goto("about:blank")  # a fresh page with the same link starts from the same model
+    open_playground(XOR)
+    assert text(page, "test-loss") == fresh_loss
+
+
+def test_a_link_reproduces_settings_and_run(page, open_playground):
+    settings = "#dataset=spirals&noise=20&ratio=70&batch=8&hidden=6,5&activation=relu&lr=0.01&optimizer=sgd&l2=0.001&seed=7"
+    open_playground(settings)
+    assert page.input_value("[data-testid=dataset]") == "spirals"
+    for control, value in {"noise": "20", "ratio": "70", "batch": "8", "hidden": "6, 5", "activation": "relu",
+                           "lr": "0.01", "optimizer": "sgd", "l2": "0.001", "seed": "7"}.items():
+        assert page.input_value(f"#{control}") == value, control
+    code = page.input_value("[data-testid=code]")
+    for fragment in ("wg.data.spirals(", "noise=0.2", "test_ratio=0.3", "seed=7", "batch_size=8",
+                     'nn.mlp([2, 6, 5, 2], activation="relu"', "optim.SGD(", "lr=0.01", "weight_decay=0.001"):
+        assert fragment in code, fragment
+
+    def five_steps(p):
+        for _ in range(5):
+            p.click("[data-testid=step]")
+        wait_for(p, "document.querySelector('[data-testid=step-count]').textContent === '5'", 20)
+        return [text(p, k) for k in ("loss", "test-loss", "accuracy")]
+
+    first = five_steps(page)
+    other = page.context.new_page()  # the same guarded context
+    try:
+        open_playground(settings, on=other)
+        assert five_steps(other) == first
+    finally:
+        other.close()
+
+    # and a changed control lands in the link
+    page.select_option("[data-testid=dataset]", "gaussians")
+    wait_for(page, "location.hash.includes('dataset=gaussians')", 5)
+    assert "seed=7" in page.url and "wg.data.gaussians(" in page.input_value("[data-testid=code]")
+
+
+def test_edited_code_runs_and_prints(page, open_playground):
+    open_playground()
+    page.fill("[data-testid=code]", "import webgrad as wg\n"
+                                    "x = wg.tensor([1.0, 2.0, 3.0], device='webgpu')\n"
+                                    "print('sum of squares:', (x * x).sum().item())\n")
+    page.click("[data-testid=run-code]")
+    wait_for(page, "document.querySelector('[data-testid=output]').textContent.includes('sum of squares: 14.0')", 20)
+
+    page.fill("[data-testid=code]", "print('before')\n1 / 0\n")
+    page.click("[data-testid=run-code]")
+    wait_for(page, "document.querySelector('[data-testid=output]').textContent.includes('ZeroDivisionError')", 20)
+    assert "before" in text(page, "output")
+    assert "error" in text(page, "status").lower()
+
+    # the generated script runs as a script, and Play goes on from the model it trained
+    page.select_option("[data-testid=dataset]", "xor")
+    wait_for(page, "document.querySelector('[data-testid=code]').value.includes('wg.data.xor(')", 5)
+    page.click("[data-testid=run-code]")
+    wait_for(page, "document.querySelector('[data-testid=output]').textContent.includes('step 300:')", 45)
+    assert "Error" not in text(page, "status")
+
+
+def test_kernel_parity_with_native(page, open_playground):
+    """The op suite in the page (browser WebGPU) against the same suite natively (wgpu-py)."""
+    with open(os.path.join(os.path.dirname(__file__), "parity_suite.py")) as f:
+        suite = f.read()
+    open_playground()
+    page.fill("[data-testid=code]", suite + "\nimport json\nprint('PARITY', json.dumps(run('webgpu')))\n")
+    page.click("[data-testid=run-code]")
+    wait_for(page, "document.querySelector('[data-testid=output]').textContent.includes('PARITY')"
+                   " || document.querySelector('[data-testid=status]').textContent.includes('error')", 45)
+    out = text(page, "output")
+    assert "PARITY" in out, out
+    in_page = json.loads(out.split("PARITY", 1)[1].strip().splitlines()[0])
+
+    from e2e import parity_suite
+    try:
+        native = parity_suite.run("webgpu")
+    except RuntimeError as e:
+        pytest.skip(f"no native WebGPU adapter to compare with: {e}")
+    assert in_page.keys() == native.keys()
+    bad = {}
+    for name in native:
+        assert len(in_page[name]) == len(native[name]), name
+        tolerance = PARITY_TOLERANCE.get(name, 1e-5)
+        worst = max(abs(p - n) / (1 + abs(n)) for p, n in zip(in_page[name], native[name]))
+        if worst > tolerance:
+            bad[name] = worst
+    assert not bad, f"the page and native differ (relative to 1 + |native|): {bad}"
+
+
+def test_without_webgpu_the_page_says_how_to_get_it(page, site_url):
+    page.add_init_script("delete Navigator.prototype.gpu")
+    page.goto(site_url)
+    page.wait_for_selector("#nogpu", state="visible", timeout=10_000)
+    assert "No WebGPU" in text(page, "status")
+    assert "enable-unsafe-webgpu" in page.text_content("#nogpu")
+    assert page.is_disabled("[data-testid=train]") and page.is_disabled("[data-testid=run-code]")
+    page.select_option("[data-testid=dataset]", "xor")  # the controls still work (and raise nothing)
+    assert "dataset=xor" in page.url

@@ -1,0 +1,151 @@
+"""Convolution, pooling and dropout layers, with torch.nn's names, arguments, state_dict names
+and reprs. The maths is webgrad.ops.conv (a sliding-window view, im2col and a matmul)."""
+import math
+
+from ..ops.conv import _pair
+from ..ops.creation import empty
+from . import functional as F
+from . import init
+from .module import Module, Parameter
+
+
+class Conv2d(Module):
+    """2-D convolution of an (N, C_in, H, W) input; weight (C_out, C_in, kh, kw), bias (C_out,).
+
+    padding is an int, a pair, 'valid' (none) or 'same' (stride 1: the output keeps H and W; an
+    even kernel puts the extra row and column after, as PyTorch does). Initialised as PyTorch
+    does: kaiming_uniform_(a=sqrt(5)), which is U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with
+    fan_in = C_in * kh * kw, and the bias from the same bound."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if groups != 1:
+            raise NotImplementedError("Conv2d: groups other than 1 are not supported yet")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"Conv2d: padding_mode={padding_mode!r} is not supported; only 'zeros'")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size = _pair(kernel_size, "kernel_size")
+        self.stride, self.dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
+        if isinstance(padding, str):
+            if padding not in ("valid", "same"):
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+            if padding == "same" and self.stride != (1, 1):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            self.padding = padding
+        else:
+            self.padding = _pair(padding, "padding")
+        self.groups, self.padding_mode = groups, padding_mode
+        self.weight = Parameter(empty((out_channels, in_channels, *self.kernel_size), device=device, dtype=dtype))
+        self.bias = Parameter(empty(out_channels, device=device, dtype=dtype)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in = self.in_channels * self.kernel_size[0] * self.kernel_size[1]
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def _explicit_padding(self):
+        """(left, right, top, bottom) for F.pad when padding is 'same' or 'valid', else None."""
+        if self.padding == "valid":
+            return (0, 0, 0, 0)
+        if self.padding == "same":
+            (kh, kw), (dh, dw) = self.kernel_size, self.dilation
+            th, tw = dh * (kh - 1), dw * (kw - 1)
+            return (tw // 2, tw - tw // 2, th // 2, th - th // 2)
+        return None
+
+    def forward(self, input):  # noqa: A002
+        widths = self._explicit_padding()
+        if widths is None:
+            return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation)
+        return F.conv2d(F.pad(input, widths), self.weight, self.bias, self.stride, 0, self.dilation)
+
+    def extra_repr(self):
+        text = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}")
+        if self.padding != (0, 0):
+            text += f", padding={self.padding}"
+        if self.dilation != (1, 1):
+            text += f", dilation={self.dilation}"
+        if self.bias is None:
+            text += ", bias=False"
+        return text
+
+
+def _no_ceil_mode(name, ceil_mode):
+    if ceil_mode:
+        raise NotImplementedError(f"{name}: ceil_mode=True is not supported")
+
+
+class MaxPool2d(Module):
+    """Max over kh x kw windows (stride defaults to the kernel size); padding pads with -inf."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        super().__init__()
+        if return_indices:
+            raise NotImplementedError("MaxPool2d: return_indices=True is not supported")
+        _no_ceil_mode("MaxPool2d", ceil_mode)
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
+        kh, kw = _pair(kernel_size, "kernel_size")
+        ph, pw = _pair(padding, "padding")
+        if ph > kh // 2 or pw > kw // 2:
+            raise ValueError(f"pad should be at most half of effective kernel size, but got pad={padding}, "
+                             f"kernel_size={kernel_size}")
+
+    def forward(self, input):  # noqa: A002
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool2d(Module):
+    """Mean over kh x kw windows; zero padding counts in the mean (count_include_pad=True)."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+        super().__init__()
+        _no_ceil_mode("AvgPool2d", ceil_mode)
+        if not count_include_pad:
+            raise NotImplementedError("AvgPool2d: count_include_pad=False is not supported")
+        if divisor_override is not None:
+            raise NotImplementedError("AvgPool2d: divisor_override is not supported")
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
+        kh, kw = _pair(kernel_size, "kernel_size")
+        ph, pw = _pair(padding, "padding")
+        if ph > kh // 2 or pw > kw // 2:
+            raise ValueError(f"pad should be at most half of kernel size, but got pad={padding}, "
+                             f"kernel_size={kernel_size}")
+
+    def forward(self, input):  # noqa: A002
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class Dropout(Module):
+    """In training, zero each element with probability p and scale the rest by 1/(1-p); identity in eval."""
+
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        if inplace:
+            raise NotImplementedError("Dropout: inplace=True is not supported")
+        self.p, self.inplace = p, inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.dropout(input, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
