@@ -1,5 +1,6 @@
 """Devices: "cpu" (NumPy, the reference) and "webgpu" (WGSL kernels, native or in the browser)."""
 import os
+import sys
 
 DEVICES = ("cpu", "webgpu")
 _backends = {}
@@ -42,6 +43,8 @@ def default_device():
         chosen = os.environ.get("WEBGRAD_DEVICE")
         if chosen:
             _default_device = resolve_device(chosen)
+        elif sys.platform == "emscripten":   # the page: no NumPy for a cpu device
+            _default_device = "webgpu"
         else:
             try:
                 _default_device = "cpu" if get_backend("webgpu").is_software else "webgpu"
