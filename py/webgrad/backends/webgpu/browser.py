@@ -16,6 +16,8 @@ from pyodide.ffi import JsException, run_sync, to_js
 
 import webgrad_bridge
 
+from .runtime import word_aligned
+
 
 def _align4(n):
     return (n + 3) & ~3
@@ -42,19 +44,9 @@ class BrowserDriver:
         return self._bridge.createBuffer(max(4, _align4(size)))
 
     def write_buffer(self, handle, offset, data):
-        data = memoryview(data).cast("B")
-        n = len(data)
-        if n == 0:
-            return
-        start, end = offset & ~3, _align4(offset + n)
-        if (start, end) != (offset, offset + n):
-            # WebGPU writes whole words only: keep the neighbouring bytes of the edge words (as natively).
-            span = bytearray(end - start)
-            span[:4] = self.read_buffer(handle, start, 4)
-            span[-4:] = self.read_buffer(handle, end - 4, 4)
-            span[offset - start : offset - start + n] = data
-            data = span
-        self._bridge.writeBuffer(handle, start, to_js(data))
+        start, data = word_aligned(offset, data, lambda at: self.read_buffer(handle, at, 4))
+        if data:
+            self._bridge.writeBuffer(handle, start, to_js(data))
 
     def read_buffer(self, handle, offset, size):
         if size == 0:

@@ -13,6 +13,8 @@ import itertools
 
 import wgpu
 
+from .runtime import word_aligned
+
 PARAMS_BYTES = 256  # one dispatch's parameter block (256 is also the largest legal offset alignment)
 
 _ARENA_MIN_BYTES = 64 * 1024
@@ -97,21 +99,9 @@ class NativeDriver:
         return handle
 
     def write_buffer(self, handle, offset, data):
-        data = memoryview(data).cast("B")
-        n = len(data)
-        if n == 0:
-            return
-        start, end = offset & ~3, _align4(offset + n)
-        if (start, end) != (offset, offset + n):
-            # WebGPU only writes whole 4-byte words. Fill the partial edge words with the buffer's
-            # current bytes so that neighbouring bytes survive (a blocking readback, but tensors are
-            # word-aligned, so this is the rare path).
-            span = bytearray(end - start)
-            span[:4] = self.read_buffer(handle, start, 4)
-            span[-4:] = self.read_buffer(handle, end - 4, 4)
-            span[offset - start : offset - start + n] = data
-            data = span
-        self._queue.write_buffer(self._buffers[handle], start, data)
+        start, data = word_aligned(offset, data, lambda at: self.read_buffer(handle, at, 4))
+        if data:
+            self._queue.write_buffer(self._buffers[handle], start, data)
 
     def read_buffer(self, handle, offset, size):
         if size == 0:

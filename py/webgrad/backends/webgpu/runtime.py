@@ -20,6 +20,22 @@ def f32_bits(value):
     return _U32.unpack(_F32.pack(value))[0]
 
 
+def word_aligned(offset, data, read_word):
+    """(start, bytes) widening a write of data at offset to whole 4-byte words, which is all WebGPU
+    writes; the edge words keep their current bytes (read_word(at) reads 4 bytes: a blocking
+    readback, but tensors are word-aligned, so this is the rare path)."""
+    data = memoryview(data).cast("B")
+    n = len(data)
+    start, end = offset & ~3, (offset + n + 3) & ~3
+    if n == 0 or (start, end) == (offset, offset + n):
+        return start, data
+    span = bytearray(end - start)
+    span[:4] = read_word(start)
+    span[-4:] = read_word(end - 4)
+    span[offset - start: offset - start + n] = data
+    return start, span
+
+
 def _size_class(nbytes):
     """Round up to 256 bytes, then to a quarter of the next power of two, so buffers are reused."""
     nbytes = max(256, (nbytes + 255) & ~255)
