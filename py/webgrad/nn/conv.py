@@ -2,7 +2,7 @@
 and reprs. The maths is webgrad.ops.conv (a sliding-window view, im2col and a matmul)."""
 import math
 
-from ..ops.conv import _pair
+from ..ops.conv import _pair, check_pool_padding
 from ..ops.creation import empty
 from . import functional as F
 from . import init
@@ -92,11 +92,7 @@ class MaxPool2d(Module):
         self.stride = kernel_size if stride is None else stride
         self.padding, self.dilation = padding, dilation
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
-        kh, kw = _pair(kernel_size, "kernel_size")
-        ph, pw = _pair(padding, "padding")
-        if ph > kh // 2 or pw > kw // 2:
-            raise ValueError(f"pad should be at most half of effective kernel size, but got pad={padding}, "
-                             f"kernel_size={kernel_size}")
+        check_pool_padding(kernel_size, padding)
 
     def forward(self, input):  # noqa: A002
         return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation)
@@ -120,11 +116,7 @@ class AvgPool2d(Module):
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride
         self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
-        kh, kw = _pair(kernel_size, "kernel_size")
-        ph, pw = _pair(padding, "padding")
-        if ph > kh // 2 or pw > kw // 2:
-            raise ValueError(f"pad should be at most half of kernel size, but got pad={padding}, "
-                             f"kernel_size={kernel_size}")
+        check_pool_padding(kernel_size, padding)
 
     def forward(self, input):  # noqa: A002
         return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding)

@@ -86,11 +86,20 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return out.reshape(n, weight.shape[0], ho, wo)
 
 
+def check_pool_padding(kernel_size, padding):
+    """Pooling pads at most half a kernel (PyTorch's rule): a window must see a real pixel."""
+    (kh, kw), (ph, pw) = _pair(kernel_size, "kernel_size"), _pair(padding, "padding")
+    if ph > kh // 2 or pw > kw // 2:
+        raise ValueError(f"pad should be at most half of kernel size, but got pad={padding}, "
+                         f"kernel_size={kernel_size}")
+    return ph, pw
+
+
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
-    ph, pw = _pair(padding, "padding")
+    ph, pw = check_pool_padding(kernel_size, padding)
     return windows(pad(x, (pw, pw, ph, ph), -math.inf), kernel_size, stride, dilation).amax((2, 3))
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0):
-    ph, pw = _pair(padding, "padding")
+    ph, pw = check_pool_padding(kernel_size, padding)
     return windows(pad(x, (pw, pw, ph, ph)), kernel_size, stride).mean((2, 3))
