@@ -1,4 +1,6 @@
 """Matrix products with PyTorch's shape rules, strided operands and odd sizes, on both devices."""
+import math
+
 import numpy as np
 import pytest
 
@@ -91,3 +93,20 @@ def test_matmul_webgpu_matches_cpu_exactly_enough():
     cpu = wg.tensor(a, device="cpu") @ wg.tensor(b, device="cpu")
     gpu = wg.tensor(a, device="webgpu") @ wg.tensor(b, device="webgpu")
     assert_close(gpu, cpu, atol=1e-5, rtol=1e-5, what="webgpu vs cpu matmul")
+
+
+@pytest.mark.parametrize("tiles", [(16, 16, 8, 8, 8), (16, 16, 4, 4, 16), (8, 8, 4, 4, 16), (16, 16, 8, 16, 8)], ids=str)
+@pytest.mark.parametrize("layout", ["a @ b", "a.T @ b", "a @ b.T", "a.T @ b.T"])
+def test_matmul_every_tile_size_and_layout(tiles, layout, monkeypatch):
+    """Every tile configuration the adapter may pick, on sizes that leave partial tiles at each
+    edge, with each operand staged along its contiguous dim."""
+    from webgrad.backends.webgpu import backend
+    monkeypatch.setattr(backend, "matmul_tiles", lambda m, n, is_software, workgroup_limit: backend.MatmulTiles(*tiles))
+    m, k, n = (int(v) for v in rng().integers(1, 200, size=3))
+    a = randn(k, m) if layout.startswith("a.T") else randn(m, k)
+    b = randn(n, k) if layout.endswith("b.T") else randn(k, n)
+    fn = {"a @ b": lambda x, y: x @ y, "a.T @ b": lambda x, y: x.T @ y,
+          "a @ b.T": lambda x, y: x @ y.T, "a.T @ b.T": lambda x, y: x.T @ y.T}[layout]
+    expected = fn(a.astype(np.float64), b.astype(np.float64))
+    assert_close(fn(wg_tensor(a, "webgpu"), wg_tensor(b, "webgpu")).numpy(), expected,
+                 atol=1e-4 * math.sqrt(k), rtol=1e-4, what=f"{layout} m={m} k={k} n={n} tiles={tiles}")

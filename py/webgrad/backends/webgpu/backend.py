@@ -5,6 +5,7 @@ is compiled once and cached by its key. Tensors arrive as (storage, shape, strid
 views and every kernel reads through the strides, so views and broadcasts cost no copies.
 """
 import array
+import collections
 import math
 import os
 import sys
@@ -47,6 +48,68 @@ def _word(value, dtype):
 
 def _groups(count, size=256):
     return max(1, -(-count // size))
+
+
+class MatmulTiles(collections.namedtuple("MatmulTiles", "wx wy tm tn bk")):
+    """A matmul kernel's shape (shaders/matmul.wgsl): wx x wy threads, each computing tm x tn
+    outputs, stepping bk along K."""
+
+    @property
+    def workgroup_bytes(self):   # two halves of padded A and B slices, vec4 rows
+        return 2 * self.bk * (self.wy * self.tm // 4 + 1 + self.wx * self.tn // 4 + 1) * 16
+
+
+# Measured on an H100 over Vulkan (bench/matmul.py --sweep, bench/NOTES.md): the largest output
+# tile that still gives the GPU enough workgroups to fill it.
+_MATMUL_BY_SIZE = ((128 * 128 * 64, MatmulTiles(16, 16, 8, 8, 8)),
+                   (64 * 64 * 64, MatmulTiles(16, 16, 4, 4, 16)),
+                   (0, MatmulTiles(8, 8, 4, 4, 16)))
+_MATMUL_SOFTWARE = MatmulTiles(8, 8, 4, 4, 16)   # a CPU rasterizer: few workgroups run at once
+
+
+def matmul_tiles(m, n, is_software, workgroup_limit=16384):
+    if is_software:
+        return _MATMUL_SOFTWARE
+    return next(tiles for least, tiles in _MATMUL_BY_SIZE
+                if m * n >= least and tiles.workgroup_bytes <= workgroup_limit)
+
+
+def _matmul_source(tiles, a_along_k, b_along_k):
+    """shaders/matmul.wgsl with each thread's per-element work unrolled over named variables."""
+    wx, wy, tm, tn, bk = tiles
+    a_loads, b_loads = wy * tm * bk // (wx * wy), wx * tn * bk // (wx * wy)
+    runs_m, runs_n = range(tm // 4), range(tn // 4)
+    acc = [(g * 4 + i, j) for g in runs_m for i in range(4) for j in runs_n]
+    declare = [f"let sa{l} = a_slot(tid, {l}u);" for l in range(a_loads)]
+    declare += [f"let sb{l} = b_slot(tid, {l}u);" for l in range(b_loads)]
+    declare += [f"var na{l} = 0.0;" for l in range(a_loads)] + [f"var nb{l} = 0.0;" for l in range(b_loads)]
+    declare += [f"var acc{r}_{j} = vec4<f32>();" for r, j in acc]
+
+    def load(t):
+        return ([f"na{l} = load_a(sa{l}, row0, {t}, a_at, m, k);" for l in range(a_loads)] +
+                [f"nb{l} = load_b(sb{l}, col0, {t}, b_at, n, k);" for l in range(b_loads)])
+    stage = [f"tile_a[half_a + sa{l}.y * ROW_A + sa{l}.x / 4u][sa{l}.x % 4u] = na{l};" for l in range(a_loads)]
+    stage += [f"tile_b[half_b + sb{l}.x * ROW_B + sb{l}.y / 4u][sb{l}.y % 4u] = nb{l};" for l in range(b_loads)]
+    multiply = [f"let b{j} = tile_b[half_b + kk * ROW_B + {j}u * WX + lid.x];" for j in runs_n]
+    multiply += [f"let a{g} = tile_a[half_a + kk * ROW_A + {g}u * WY + lid.y];" for g in runs_m]
+    multiply += [f"acc{r}_{j} = fma(vec4(a{r // 4}.{'xyzw'[r % 4]}), b{j}, acc{r}_{j});" for r, j in acc]
+    store = []
+    for g in runs_m:
+        for i in range(4):
+            store.append(f"if (row0 + {g * 4}u * WY + lid.y * 4u + {i}u < m) {{")
+            store.append(f"    let at = base + (row0 + {g * 4}u * WY + lid.y * 4u + {i}u) * n;")
+            for j in runs_n:
+                for lane in range(4):
+                    col = f"col0 + {j * 4}u * WX + lid.x * 4u + {lane}u"
+                    store.append(f"    if ({col} < n) {{ out[at + {col}] = acc{g * 4 + i}_{j}.{'xyzw'[lane]}; }}")
+            store.append("}")
+
+    def block(lines, indent):
+        return "\n".join(" " * indent + line for line in lines)
+    return fill("matmul", wx=str(wx), wy=str(wy), tm=str(tm), tn=str(tn), bk=str(bk),
+                a_along_k=str(a_along_k).lower(), b_along_k=str(b_along_k).lower(),
+                declare=block(declare, 4), load_first=block(load("0u"), 4), stage=block(stage, 8),
+                load_next=block(load("t + BK"), 12), multiply=block(multiply, 12), store=block(store, 4))
 
 
 def _check_gpu_dtype(dtype, what):
@@ -200,12 +263,18 @@ class WebGPUBackend:
         storage = self.empty(count * m * n, a.dtype)
         if count * m * n == 0:
             return storage
-        pipeline = self.runtime.pipeline(("matmul",), lambda: fill("matmul"),
-                                         bindings=("read_write", "read", "read"))
+        tiles = matmul_tiles(m, n, self.is_software, self.runtime.limits["max_compute_workgroup_storage_size"])
+        # Stage each operand along whichever of its dims is contiguous, so tile loads coalesce.
+        a_along_k = a._strides[-1] <= a._strides[-2]
+        b_along_k = b._strides[-2] < b._strides[-1]
+        pipeline = self.runtime.pipeline(
+            ("matmul", tiles, a_along_k, b_along_k),
+            lambda: _matmul_source(tiles, a_along_k, b_along_k),
+            bindings=("read_write", "read", "read"))
         words = [m, n, k, nb, a._offset, a._strides[-2], a._strides[-1], b._offset, b._strides[-2],
                  b._strides[-1], *batch, *a._strides[:nb], *b._strides[:nb]]
         self.runtime.dispatch(pipeline, [storage, a._storage, b._storage], words,
-                              (_groups(n, 16), _groups(m, 16), count))
+                              (_groups(n, tiles.wx * tiles.tn), _groups(m, tiles.wy * tiles.tm), count))
         return storage
 
     def gather(self, x, dim, index):
