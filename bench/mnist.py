@@ -2,7 +2,8 @@
 
 Prints, in one run, the training throughput (images per second: forward, backward and an Adam
 step on shuffled batches gathered on the device) of the MLP (784-128-10) and the CNN of
-webgrad.nn.mnist_mlp / mnist_cnn on webgpu and on cpu, each next to PyTorch running the same
+webgrad.nn.mnist_mlp / mnist_cnn on webgpu (eager, and replayed with wg.jit) and on cpu, each
+next to PyTorch (eager) running the same
 model on the matching device: CUDA for webgpu on a hardware adapter when torch has it, else
 PyTorch on CPU; the ratio is webgrad / PyTorch (above 1: webgrad is faster).
 
@@ -23,21 +24,25 @@ from webgrad import cli, nn  # noqa: E402
 TARGETS = {"mlp": 0.975, "cnn": 0.988}
 
 
-def webgrad_throughput(model_name, device, batch_size, seconds, max_steps, warmup=2):
-    """Images per second over timed steps (at least 2, then until `seconds` or max_steps)."""
+def webgrad_throughput(model_name, device, batch_size, seconds, max_steps, warmup=2, jit=False):
+    """Images per second over timed steps (at least 2, then until `seconds` or max_steps); with jit,
+    the step is recorded once and replayed (wg.jit)."""
     wg.manual_seed(0)
-    data = wg.data.mnist("train", device=device, limit=batch_size * (max_steps + warmup))
+    data = wg.data.mnist("train", device=device, limit=batch_size * (max_steps + warmup + 1))
     model = nn.MODELS[model_name](device=device)
     opt = wg.optim.Adam(model.parameters(), lr=1e-3)
     batches = iter(wg.data.DataLoader(data, batch_size, shuffle=True, seed=0, drop_last=True))
 
-    def step():
-        x, y = next(batches)
+    def train(x, y):
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
         return loss
+    run = wg.jit(train) if jit else train
+
+    def step():
+        return run(*next(batches))
 
     for _ in range(warmup):   # compile the kernels, fill the buffer pool
         step().item()
@@ -108,18 +113,20 @@ def throughput_table(models, devices, batch_size, seconds, max_steps):
     print(f"webgpu adapter: {adapter_name()}; PyTorch {torch.__version__}, {torch.get_num_threads()} CPU threads, "
           f"CUDA {'yes: ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'no'}")
     print(f"training throughput, batch {batch_size}, Adam (images/s; ratio = webgrad / PyTorch)")
-    print(f"{'model':6s} {'device':7s} {'webgrad':>10s} {'steps':>6s}   {'torch dev':9s} {'PyTorch':>10s} {'ratio':>7s}")
+    print(f"{'model':6s} {'device':10s} {'webgrad':>10s} {'steps':>6s}   {'torch dev':9s} {'PyTorch':>10s} {'ratio':>7s}")
     rows = []
     cache = {}
     for name in models:
         for device in devices:
-            ours, steps = webgrad_throughput(name, device, batch_size, seconds, max_steps)
+            jit = device.endswith("+jit")
+            device = device.removesuffix("+jit")
+            ours, steps = webgrad_throughput(name, device, batch_size, seconds, max_steps, jit=jit)
             tdev = torch_device_for(device)
             if (name, tdev) not in cache:
                 cache[name, tdev] = torch_throughput(name, tdev, batch_size, seconds, max_steps)[0]
             theirs = cache[name, tdev]
-            rows.append((name, device, ours, tdev, theirs))
-            print(f"{name:6s} {device:7s} {ours:10.1f} {steps:6d}   {tdev:9s} {theirs:10.1f} {ours / theirs:7.3f}",
+            rows.append((name, device + "+jit" * jit, ours, tdev, theirs))
+            print(f"{name:6s} {device + '+jit' * jit:10s} {ours:10.1f} {steps:6d}   {tdev:9s} {theirs:10.1f} {ours / theirs:7.3f}",
                   flush=True)
     return rows
 
@@ -140,8 +147,9 @@ def full_runs(models, device, epochs):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", default="mlp,cnn", help="comma-separated: mlp,cnn")
-    parser.add_argument("--devices", default="webgpu,cpu", help="comma-separated: webgpu,cpu")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--devices", default="webgpu,webgpu+jit,cpu",
+                        help="comma-separated: webgpu, webgpu+jit (steps replayed by wg.jit), cpu")
+    parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--seconds", type=float, default=5.0, help="time each measurement for about this long")
     parser.add_argument("--max-steps", type=int, default=200)
     parser.add_argument("--full", action="store_true", help="also train 3 epochs and check the accuracy targets")

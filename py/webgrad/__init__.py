@@ -33,3 +33,4 @@ def synchronize(device="webgpu"):
 
 from . import data, io, nn, optim  # noqa: E402  (they build on the names above)
 from .io import load, save  # noqa: E402
+from .capture import jit  # noqa: E402

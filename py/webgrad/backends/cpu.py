@@ -86,7 +86,8 @@ class CPUBackend:
                     windows[:, :, ky, kx]
         return out.reshape(-1)
 
-    def random(self, numel, normal, seed, offset, dtype):
+    def random(self, numel, normal, draw, dtype):
+        seed, offset = draw()
         if normal:
             u = uniform_bits(seed, offset, 2 * numel)
             u1, u2 = u[0::2], u[1::2]
@@ -100,7 +101,7 @@ class CPUBackend:
         and states in place through their views; float hyperparameters are rounded to f32 as there."""
         w, g = self.view(param), self.view(grad)
         state = [self.view(s) for s in states]
-        h = [np.float32(v) if isinstance(v, float) else v for v in hyper]
+        h = [np.float32(v) if isinstance(v, float) else v for v in hyper()]
         if kind == "sgd":
             lr, weight_decay = h
             w -= lr * (g + weight_decay * w)

@@ -3,7 +3,7 @@ one uploaded permutation and an index_select per batch, an unshuffled one is sli
 import array
 import random
 
-from ..ops.creation import _next_offset, frombuffer, initial_seed
+from ..ops.creation import _drawer, frombuffer
 
 
 class TensorDataset:
@@ -53,8 +53,14 @@ class DataLoader:
         order = None
         if self.shuffle:
             perm = list(range(n))
-            (self._rng or random.Random((initial_seed() << 32) | _next_offset(1))).shuffle(perm)
+            (self._rng or random.Random(_generator_position())).shuffle(perm)
             order = frombuffer(array.array("i", perm), "int32", device=self.dataset.device)
         for start in range(0, len(self) * self.batch_size, self.batch_size):
             window = slice(start, min(start + self.batch_size, n))
             yield self.dataset[window if order is None else order[window]]
+
+
+def _generator_position():
+    """A shuffle seed drawn from webgrad's generator, so manual_seed makes shuffles repeat."""
+    seed, offset = _drawer(1)()
+    return (seed << 32) | offset

@@ -30,10 +30,13 @@ def initial_seed():
     return _generator["seed"]
 
 
-def _next_offset(count):
-    offset = _generator["offset"]
-    _generator["offset"] = (offset + count) & 0xFFFFFFFF
-    return offset
+def _drawer(count):
+    """A function giving (seed, offset) for `count` fresh numbers and moving the generator past them."""
+    def draw():
+        offset = _generator["offset"]
+        _generator["offset"] = (offset + count) & 0xFFFFFFFF
+        return _generator["seed"], offset
+    return draw
 
 
 def _shape(size):
@@ -107,8 +110,7 @@ def _random(size, normal, dtype, device, requires_grad):
     if not dtype.is_floating_point:
         raise TypeError(f"rand/randn produce floating point tensors, not {dtype.name}")
     numel = math.prod(shape)
-    offset = _next_offset(2 * numel if normal else numel)
-    storage = get_backend(device).random(numel, normal, _generator["seed"], offset, dtype)
+    storage = get_backend(device).random(numel, normal, _drawer(2 * numel if normal else numel), dtype)
     return _new(storage, shape, dtype, device, requires_grad)
 
 

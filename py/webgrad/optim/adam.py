@@ -21,11 +21,13 @@ class Adam(Optimizer):
     def _update(self, param, grad, group, state):
         if not state:
             state.update(step=0, exp_avg=zeros_like(param), exp_avg_sq=zeros_like(param))
-        state["step"] += 1
-        beta1, beta2 = (float(b) for b in group["betas"])
-        param.backend.optimizer_step("adam", param, grad, [state["exp_avg"], state["exp_avg_sq"]], [
-            float(group["lr"]), beta1, beta2, float(group["eps"]), float(group["weight_decay"]),
-            1 - beta1 ** state["step"], 1 - beta2 ** state["step"], int(self.decoupled_weight_decay)])
+
+        def hyper():   # runs once per step, replays included (see Backend.optimizer_step)
+            state["step"] += 1
+            beta1, beta2 = (float(b) for b in group["betas"])
+            return [float(group["lr"]), beta1, beta2, float(group["eps"]), float(group["weight_decay"]),
+                    1 - beta1 ** state["step"], 1 - beta2 ** state["step"], int(self.decoupled_weight_decay)]
+        param.backend.optimizer_step("adam", param, grad, [state["exp_avg"], state["exp_avg_sq"]], hyper)
 
 
 class AdamW(Adam):

@@ -2,7 +2,9 @@
 
 step() does no tensor maths: each parameter is updated by one fused kernel,
 `param.backend.optimizer_step(kind, param, grad, states, hyper)` (shaders/optim.wgsl on webgpu,
-its NumPy twin on cpu), where hyper lists floats and int flags in the kernel's order.
+its NumPy twin on cpu), where hyper() lists floats and int flags in the kernel's order. hyper()
+also advances per-step state (step counts), because a replayed step (webgrad.jit) calls it again
+without running step().
 """
 from ..autograd import enable_grad, no_grad
 from ..ops.creation import zeros_like

@@ -17,13 +17,17 @@ class SGD(Optimizer):
                                       weight_decay=weight_decay, nesterov=nesterov))
 
     def _update(self, param, grad, group, state):
-        lr, weight_decay = float(group["lr"]), float(group["weight_decay"])
         if group["momentum"] == 0:
-            param.backend.optimizer_step("sgd", param, grad, [], [lr, weight_decay])
+            param.backend.optimizer_step("sgd", param, grad, [], lambda: [
+                float(group["lr"]), float(group["weight_decay"])])
             return
         first_step = "momentum_buffer" not in state   # the kernel then starts the buffer as the gradient
         if first_step:
             state["momentum_buffer"] = zeros_like(param)
-        param.backend.optimizer_step("sgd_momentum", param, grad, [state["momentum_buffer"]], [
-            lr, weight_decay, float(group["momentum"]), float(group["dampening"]),
-            int(bool(group["nesterov"])), int(first_step)])
+
+        def hyper():   # runs once per step, replays included (see Backend.optimizer_step)
+            nonlocal first_step
+            flag, first_step = first_step, False
+            return [float(group["lr"]), float(group["weight_decay"]), float(group["momentum"]),
+                    float(group["dampening"]), int(bool(group["nesterov"])), int(flag)]
+        param.backend.optimizer_step("sgd_momentum", param, grad, [state["momentum_buffer"]], hyper)

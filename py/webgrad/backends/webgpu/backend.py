@@ -312,27 +312,34 @@ class WebGPUBackend:
             self.runtime.dispatch(pipeline, [storage, g._storage], words, _groups(numel))
         return storage
 
-    def random(self, numel, normal, seed, offset, dtype):
+    def random(self, numel, normal, draw, dtype):
+        """draw() gives (seed, offset) and moves the generator on; it runs again at each replay."""
         _check_gpu_dtype(dtype, "random")
         storage = self.empty(numel, dtype)
         if numel:
             pipeline = self.runtime.pipeline(("random",), lambda: fill("random"), bindings=("read_write",))
-            self.runtime.dispatch(pipeline, [storage], [numel, seed, offset, int(normal)], _groups(numel))
+
+            def words():
+                return [numel, *draw(), int(normal)]
+            self.runtime.dispatch(pipeline, [storage], words(), _groups(numel), refresh=words)
         return storage
 
     def optimizer_step(self, kind, param, grad, states, hyper):
-        """kind 'sgd', 'sgd_momentum' or 'adam': update param (and its state tensors) in place; hyper is the
-        kernel's list of hyperparameters (floats, with flags as ints), see shaders/optim.wgsl."""
+        """kind 'sgd', 'sgd_momentum' or 'adam': update param (and its state tensors) in place; hyper()
+        gives the kernel's hyperparameters (floats, with flags as ints, see shaders/optim.wgsl) and
+        runs again at each replay, so learning-rate changes and step counts reach replayed steps."""
         numel = param.numel()
         if numel == 0:
             return
         bindings = ("read_write", "read") + ("read_write",) * len(states)
         pipeline = self.runtime.pipeline(("optim", kind, len(states)), lambda: fill("optim"),
                                          entry=kind, bindings=bindings)
-        words = [numel, param._offset, grad._offset] + [
-            h if isinstance(h, int) and not isinstance(h, bool) else f32_bits(h) for h in hyper]
+
+        def words():
+            return [numel, param._offset, grad._offset] + [
+                h if isinstance(h, int) and not isinstance(h, bool) else f32_bits(h) for h in hyper()]
         self.runtime.dispatch(pipeline, [param._storage, grad._storage] + [s._storage for s in states],
-                              words, _groups(numel))
+                              words(), _groups(numel), refresh=words)
 
     def sync(self):
         self.runtime.sync()

@@ -12,6 +12,7 @@ follow at @binding(1), @binding(2), ...
 import itertools
 
 import wgpu
+from wgpu.backends.wgpu_native._ffi import ffi as _ffi, lib as _lib
 
 from .runtime import word_aligned
 
@@ -167,11 +168,19 @@ class NativeDriver:
 
         encoder = self._device.create_command_encoder()
         cpass = encoder.begin_compute_pass()
+        # The pass is encoded through wgpu-native's C functions directly: wgpu-py's wrappers cost
+        # ~3 us a call in error bookkeeping, most of a small step's time. The runtime only builds
+        # valid dispatches; anything wrong still surfaces at encoder.finish() and queue.submit().
+        pass_ptr, offset = cpass._internal, _ffi.new("uint32_t[1]")
+        set_pipeline = _lib.wgpuComputePassEncoderSetPipeline
+        set_bind_group = _lib.wgpuComputePassEncoderSetBindGroup
+        dispatch = _lib.wgpuComputePassEncoderDispatchWorkgroups
         for pipeline_handle, buffer_handles, params_offset, (x, y, z) in dispatches:
             pipeline, bindings = self._pipelines[pipeline_handle]
-            cpass.set_pipeline(pipeline)
-            cpass.set_bind_group(0, self._bind_group(bindings, tuple(buffer_handles)), [params_offset])
-            cpass.dispatch_workgroups(x, y, z)
+            set_pipeline(pass_ptr, pipeline._internal)
+            offset[0] = params_offset
+            set_bind_group(pass_ptr, 0, self._bind_group(bindings, buffer_handles)._internal, 1, offset)
+            dispatch(pass_ptr, x, y, z)
         cpass.end()
         self._queue.submit([encoder.finish()])
 

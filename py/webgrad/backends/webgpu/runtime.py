@@ -57,6 +57,19 @@ class Storage:
             pass
 
 
+class Recording:
+    """The GPU work of one recorded call (see webgrad.jit): its dispatches with their parameter
+    blocks, its buffer uploads, and every buffer they touch, kept alive (out of the pool) for as
+    long as the recording may be replayed."""
+
+    def __init__(self):
+        self.dispatches = []   # (pipeline, buffer handles, grid)
+        self.params = bytearray()
+        self.refresh = []      # (dispatch index, words_fn): parameters recomputed at each replay
+        self.writes = []       # (storage, bytes) uploaded during the call
+        self.storages = set()
+
+
 class Runtime:
     def __init__(self, driver):
         self.driver = driver
@@ -66,6 +79,7 @@ class Runtime:
         self._released = []                # freed since the last submit: queued work may still use them
         self._queue = []
         self._params = bytearray()
+        self._recording = None
         self.live_buffers = self.live_bytes = self.pool_bytes = self.peak_bytes = 0
 
     # ---- buffers ----
@@ -94,9 +108,16 @@ class Runtime:
         self._released.append((storage.nbytes, storage.handle))
 
     def write(self, storage, data):
+        if self._recording is not None:
+            self._recording.writes.append((storage, bytes(data)))
+            self._recording.storages.add(storage)
         self.driver.write_buffer(storage.handle, 0, data)
 
     def read(self, storage, offset, nbytes):
+        if self._recording is not None:
+            raise RuntimeError("webgrad.jit: a jitted function cannot read tensor values (.item(), .tolist(), "
+                               ".numpy(), printing) while it is recorded: the replays would not read them; "
+                               "return the tensor and read it after the call")
         self.flush()
         return self.driver.read_buffer(storage.handle, offset, nbytes)
 
@@ -117,15 +138,25 @@ class Runtime:
             self._pipelines[key] = handle
         return handle
 
-    def dispatch(self, pipeline, storages, words, groups):
-        """Queue one dispatch of `groups` workgroups (a count, or an (x, y, z) grid)."""
+    def dispatch(self, pipeline, storages, words, groups, refresh=None):
+        """Queue one dispatch of `groups` workgroups (a count, or an (x, y, z) grid). refresh, when
+        given, recomputes the words for each replay of a recording (host-side state such as an
+        optimizer's step count or the random generator's position)."""
         if len(words) > PARAMS_WORDS:
             raise RuntimeError(f"webgpu: kernel parameters exceed {PARAMS_WORDS} words "
                                f"(too many dimensions?)")
         offset = len(self._params)
         self._params += _ZERO_BLOCK
         struct.pack_into(f"<{len(words)}I", self._params, offset, *words)
-        self._queue.append((pipeline, tuple(s.handle for s in storages), offset, self._grid(groups)))
+        handles, grid = tuple(s.handle for s in storages), self._grid(groups)
+        self._queue.append((pipeline, handles, offset, grid))
+        if self._recording is not None:
+            recording = self._recording
+            if refresh is not None:
+                recording.refresh.append((len(recording.dispatches), refresh))
+            recording.dispatches.append((pipeline, handles, grid))
+            recording.params += self._params[offset:]
+            recording.storages.update(storages)
         if len(self._queue) >= MAX_QUEUED:
             self.flush()
 
@@ -156,6 +187,31 @@ class Runtime:
     def sync(self):
         self.flush()
         self.driver.sync()
+
+    # ---- record and replay ----
+    def start_recording(self):
+        if self._recording is not None:
+            raise RuntimeError("webgrad.jit: a recording is already under way (jitted functions do not nest)")
+        self._recording = Recording()
+
+    def stop_recording(self):
+        recording, self._recording = self._recording, None
+        return recording
+
+    def replay(self, recording):
+        """Queue a recording's work again: the same kernels on the same buffers, with fresh words
+        where the recording asked for them."""
+        for storage, data in recording.writes:
+            self.driver.write_buffer(storage.handle, 0, data)
+        base = len(self._params)
+        self._params += recording.params
+        for index, words_fn in recording.refresh:
+            words = words_fn()
+            struct.pack_into(f"<{len(words)}I", self._params, base + index * PARAMS_BYTES, *words)
+        self._queue += [(pipeline, handles, base + i * PARAMS_BYTES, grid)
+                        for i, (pipeline, handles, grid) in enumerate(recording.dispatches)]
+        if len(self._queue) >= MAX_QUEUED:
+            self.flush()
 
     def memory_stats(self):
         return {"live_buffers": self.live_buffers, "live_bytes": self.live_bytes,

@@ -1,0 +1,130 @@
+"""wg.jit: recorded and replayed training steps give exactly what the same steps give eagerly."""
+import numpy as np
+import pytest
+
+import webgrad as wg
+from webgrad import nn
+from webgrad.nn import functional as F
+from conftest import integers, randn, seed
+
+
+def _batches(count, batch=16, features=12, classes=5):
+    return [(wg.tensor(randn(batch, features), device="webgpu"),
+             wg.tensor(integers(batch, high=classes).astype(np.int32), device="webgpu")) for _ in range(count)]
+
+
+def _train(batches, make_optimizer, jitted, model_seed, lr_schedule=None, batchnorm=False):
+    """Losses and final weights of one training run; the jitted and eager runs share every seed."""
+    wg.manual_seed(model_seed)
+    layers = [nn.Linear(12, 32), nn.ReLU(), nn.Dropout(0.25), nn.Linear(32, 5)]
+    if batchnorm:
+        layers.insert(1, nn.BatchNorm1d(32))
+    model = nn.Sequential(*layers).to("webgpu")
+    opt = make_optimizer(model.parameters())
+    calls = []
+
+    def step(x, y):
+        calls.append(1)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    run = wg.jit(step) if jitted else step
+    wg.manual_seed(model_seed + 1)
+    losses = []
+    for i, (x, y) in enumerate(batches):
+        if lr_schedule:
+            opt.param_groups[0]["lr"] = lr_schedule(i)
+        losses.append(run(x, y).item())
+    state = {k: v.detach().numpy() for k, v in model.state_dict().items()}
+    return np.array(losses), state, len(calls)
+
+
+@pytest.mark.parametrize("optimizer", [
+    lambda p: wg.optim.Adam(p, lr=1e-2),
+    lambda p: wg.optim.AdamW(p, lr=1e-2, weight_decay=0.1),
+    lambda p: wg.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
+    lambda p: wg.optim.SGD(p, lr=0.1),
+], ids=["adam", "adamw", "sgd-nesterov", "sgd"])
+def test_replayed_steps_match_eager_steps(optimizer):
+    batches = _batches(8)
+    s = seed() % 1000
+    # the learning rate changes every step: replays must pick it up, like the step count
+    schedule = lambda i: 0.05 / (1 + i)  # noqa: E731
+    eager_losses, eager_state, eager_calls = _train(batches, optimizer, False, s, schedule)
+    losses, state, calls = _train(batches, optimizer, True, s, schedule)
+    assert calls == 2 and eager_calls == len(batches)   # steps 3.. ran no Python
+    np.testing.assert_array_equal(losses, eager_losses)
+    for name in eager_state:
+        np.testing.assert_array_equal(state[name], eager_state[name], err_msg=name)
+    assert len(set(np.round(losses, 6))) == len(batches)   # dropout drew new masks on each replay
+
+
+def test_batchnorm_running_stats_advance_on_replay():
+    batches = _batches(6)
+    s = seed() % 1000
+    _, eager_state, _ = _train(batches, lambda p: wg.optim.Adam(p, lr=1e-2), False, s, batchnorm=True)
+    _, state, _ = _train(batches, lambda p: wg.optim.Adam(p, lr=1e-2), True, s, batchnorm=True)
+    assert int(state["1.num_batches_tracked"]) == len(batches)
+    for name in ("1.running_mean", "1.running_var", "0.weight"):
+        np.testing.assert_allclose(state[name], eager_state[name], rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+def test_new_shapes_record_again_and_results_follow_inputs():
+    w = wg.tensor(randn(6, 3), device="webgpu")
+    calls = []
+
+    @wg.jit
+    def project(x, scale=1.0):
+        calls.append(1)
+        return {"out": (x @ w) * scale, "parts": [x.sum(), x.relu().mean(0)]}
+    for rows, scale in [(4, 1.0)] * 4 + [(7, 1.0)] * 3 + [(4, 2.0)] * 3:
+        x = randn(rows, 6)
+        result = project(wg.tensor(x, device="webgpu"), scale=scale)
+        np.testing.assert_allclose(result["out"].numpy(), x @ w.numpy() * scale, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(result["parts"][0].item(), x.sum(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(result["parts"][1].numpy(), np.maximum(x, 0).mean(0), rtol=1e-5, atol=1e-6)
+    assert len(calls) == 2 + 2 + 2   # each signature: one warm-up call, one recorded call
+
+
+def test_outputs_are_fresh_tensors_and_replays_hold_memory_flat():
+    w = wg.tensor(randn(8, 8), device="webgpu")
+    square = wg.jit(lambda x: (x @ w).tanh())
+    xs = [randn(5, 8) for _ in range(30)]
+    outs = [square(wg.tensor(x, device="webgpu")) for x in xs[:3]]
+    live = wg.memory_stats("webgpu")["live_bytes"]
+    outs += [square(wg.tensor(x, device="webgpu")) for x in xs[3:]]
+    # each kept output owns one small buffer; nothing else may accumulate
+    assert wg.memory_stats("webgpu")["live_bytes"] - live <= 27 * 256
+    for x, out in zip(xs, outs):   # earlier results were not overwritten by later replays
+        np.testing.assert_allclose(out.numpy(), np.tanh(x @ w.numpy()), rtol=1e-5, atol=1e-5)
+
+
+def test_reading_values_while_recording_is_an_error():
+    @wg.jit
+    def peek(x):
+        return x * x.sum().item()
+    x = wg.tensor(randn(3), device="webgpu")
+    peek(x)   # the warm-up call runs eagerly: reading is fine there
+    with pytest.raises(RuntimeError, match="cannot read tensor values"):
+        peek(x)
+    np.testing.assert_allclose(peek.fn(x).numpy(), x.numpy() * x.numpy().sum(), rtol=1e-5)  # nothing left half-recorded
+
+
+def test_inputs_that_require_grad_and_cpu_functions():
+    double = wg.jit(lambda x: x * 2)
+    x = wg.tensor(randn(3), device="webgpu", requires_grad=True)
+    double(x)
+    with pytest.raises(ValueError, match="must not require grad"):
+        double(x)
+    calls = []
+
+    @wg.jit
+    def on_cpu(x):
+        calls.append(1)
+        return x + 1
+    for _ in range(4):
+        v = randn(3)
+        np.testing.assert_allclose(on_cpu(wg.tensor(v)).numpy(), v + 1)
+    assert len(calls) == 4   # nothing to record off the GPU: every call runs
