@@ -67,6 +67,7 @@ play: site
 bench: setup
 	$(PY) bench/dispatch.py
 	$(PY) bench/page.py
+	$(PY) bench/fuzz.py --examples 200
 
 clean:
 	rm -rf $(VENV) $(STAMPS) build dist .pytest_cache .hypothesis py/*.egg-info web/node_modules e2e/artifacts

@@ -31,7 +31,8 @@ def webgrad_throughput(model_name, device, batch_size, seconds, max_steps, warmu
     data = wg.data.mnist("train", device=device, limit=batch_size * (max_steps + warmup + 1))
     model = nn.MODELS[model_name](device=device)
     opt = wg.optim.Adam(model.parameters(), lr=1e-3)
-    batches = iter(wg.data.DataLoader(data, batch_size, shuffle=True, seed=0, drop_last=True))
+    loader = wg.data.DataLoader(data, batch_size, shuffle=True, seed=0, drop_last=True)
+    batches = (batch for _ in iter(int, 1) for batch in loader)   # epoch after epoch
 
     def train(x, y):
         loss = nn.functional.cross_entropy(model(x), y)
@@ -69,6 +70,7 @@ def torch_throughput(model_name, device, batch_size, seconds, max_steps, warmup=
     order = torch.randperm(len(y_all), device=device)
 
     def step(i):
+        i %= len(y_all) // batch_size   # epoch after epoch, like the webgrad loader
         idx = order[i * batch_size:(i + 1) * batch_size]
         loss = torch.nn.functional.cross_entropy(model(x_all[idx]), y_all[idx])
         opt.zero_grad()

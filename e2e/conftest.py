@@ -4,9 +4,11 @@ may not reach anything beyond localhost.
 Chromium is /usr/bin/chromium (`make test` installs it with apt); Playwright's own browser
 downloads are never used. Headless Chromium without a GPU offers WebGPU through SwiftShader.
 """
+import contextlib
 import importlib.util
 import os
 import threading
+import time
 from urllib.parse import urlsplit
 
 import pytest
@@ -33,6 +35,17 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
 ARTIFACTS = os.path.join(ROOT, "e2e", "artifacts")
 
 
+def wait_for(page, condition, timeout_s):
+    """Waits until the JavaScript expression condition is truthy in page. It polls with
+    page.evaluate (run through DevTools): page.wait_for_function evals the condition inside the
+    page, which the server's Content-Security-Policy forbids."""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(condition):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not true after {timeout_s} s: {condition}")
+        page.wait_for_timeout(100)
+
+
 @pytest.fixture(scope="session")
 def site_url(tmp_path_factory):
     """The site built from this checkout (web/, npm packages, a fresh wheel), served on a free port."""
@@ -55,8 +68,16 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    """A fresh page whose requests beyond localhost are aborted and fail the test, as do page errors."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    """A fresh page whose requests beyond localhost are aborted and fail the test, as do page errors
+    and anything the server's Content-Security-Policy blocks (web/serve.py sends it)."""
+    with guarded_page(browser) as page:
+        yield page
+
+
+@contextlib.contextmanager
+def guarded_page(browser):
+    """The page fixture's page, for fixtures of a wider scope (downloads allowed)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
     leaks, errors = [], []
 
     def guard(route):
@@ -69,6 +90,7 @@ def page(browser):
     context.route("**/*", guard)  # also sees the worker's requests
     page = context.new_page()
     page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: "Content Security Policy" in m.text and errors.append(m.text))
     yield page
     context.close()
     assert not leaks, f"the page tried to reach beyond localhost: {leaks}"
@@ -80,9 +102,8 @@ def open_playground(page, site_url):
     """open_playground(settings="") loads the page (settings: a URL hash) and waits for its first frame."""
     def open_(settings="", on=page):
         on.goto(site_url + settings)
-        on.wait_for_function("document.querySelector('[data-testid=accuracy]').textContent !== '–'"
-                             " || /Error|No WebGPU/.test(document.querySelector('[data-testid=status]').textContent)",
-                             timeout=60_000)
+        wait_for(on, "document.querySelector('[data-testid=accuracy]').textContent !== '–'"
+                     " || /Error|No WebGPU/.test(document.querySelector('[data-testid=status]').textContent)", 60)
         status = on.text_content("[data-testid=status]")
         assert "Error" not in status and "No WebGPU" not in status, (status, on.text_content("[data-testid=output]"))
         return on

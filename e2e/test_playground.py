@@ -2,6 +2,7 @@
 import json
 import os
 
+from e2e.conftest import wait_for
 
 
 XOR = "#dataset=xor&noise=0&ratio=50&batch=16&hidden=8,8&activation=tanh&lr=0.03&optimizer=adam&l2=0&seed=1"
@@ -19,10 +20,6 @@ def text(page, testid):
 
 def steps(page):
     return int(text(page, "step-count"))
-
-
-def wait_for(page, condition, timeout_s):
-    page.wait_for_function(condition, timeout=timeout_s * 1000, polling=100)
 
 
 def pause(page):

@@ -13,6 +13,33 @@ fn erf_f(x: f32) -> f32 {
     return sign(x) * (1.0 - poly * exp(-x * x));
 }
 
+fn tanh_f(x: f32) -> f32 {
+    // Not the builtin: drivers may compute it as (e^2x - 1) / (e^2x + 1), which keeps no relative
+    // precision near 0 (lavapipe gave tanh(1e-30) = 3e-8). Near 0 Cephes' odd polynomial (tanhf, a few
+    // ulp); elsewhere 1 - 2 / (e^2|x| + 1), with |x| capped where tanh is 1 in f32 so exp cannot overflow.
+    let a = abs(x);
+    if (a < 0.625) {
+        let z = x * x;
+        let poly = (((-5.70498872745e-3 * z + 2.06390887954e-2) * z - 5.37397155531e-2) * z
+                    + 1.33314422036e-1) * z - 3.33332819422e-1;
+        return x + x * z * poly;
+    }
+    let r = 1.0 - 2.0 / (exp(2.0 * min(a, 15.0)) + 1.0);
+    return select(r, -r, x < 0.0);
+}
+
+fn log_f(x: f32) -> f32 {
+    // Not the builtin near 1: WGSL lets log be off by 2^-21 absolute on [0.5, 2], so no relative
+    // precision as log(x) nears 0 (lavapipe: 3e-6 at x = 0.992). There 2 atanh(s), s = (x-1)/(x+1),
+    // as its odd series (|s| < 0.18, so six terms reach f32 precision; x - 1 is exact).
+    if (x > 0.7 && x < 1.4) {
+        let s = (x - 1.0) / (x + 1.0);
+        let z = s * s;
+        return 2.0 * s * (1.0 + z * (1.0 / 3.0 + z * (0.2 + z * (1.0 / 7.0 + z * (1.0 / 9.0 + z / 11.0)))));
+    }
+    return log(x);
+}
+
 fn sigmoid_f(x: f32) -> f32 {
     let e = exp(-abs(x));
     return select(e / (1.0 + e), 1.0 / (1.0 + e), x >= 0.0);

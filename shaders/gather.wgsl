@@ -4,8 +4,9 @@
 // Params, gather: [0] numel, [1] ndim, [2] dim, [3] x's size at dim, [4] elements after dim
 // (product of the index shape past dim), [5 .. 5+nd) index shape, then x's layout and the index's
 // layout (offset, nd strides each). Negative indices count from the end; out-of-range ones read 0.
-// Params, scatter_add: [0] numel, [1] ndim, [2] dim, [3] index size at dim, [4] unused,
-// [5 .. 5+nd) out shape, [5+nd .. 5+2nd) index shape, then the index's layout and grad's layout.
+// Params, scatter_add: [0] numel, [1] ndim, [2] dim, [3] index size at dim, [4] 1 to add to out's
+// values (a long index is summed in pieces), [5 .. 5+nd) out shape, [5+nd .. 5+2nd) index shape,
+// then the index's layout and grad's layout.
 @group(0) @binding(1) var<storage, read_write> out: array<{{type}}>;
 @group(0) @binding(2) var<storage, read> src: array<{{type}}>;
 @group(0) @binding(3) var<storage, read> index: array<i32>;
@@ -67,6 +68,9 @@ fn scatter_add(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
                 acc += src[g_at + k * g_step];
             }
         }
+    }
+    if (p[4] == 1u) {
+        acc += out[i];
     }
     out[i] = acc;
 }

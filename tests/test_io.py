@@ -1,8 +1,10 @@
 """Files: safetensors save/load (against the format's spec, the safetensors package and files torch
 writes; hostile files) and read_idx (MNIST's IDX, plain and gzipped; corrupt files)."""
 import gzip
+import io
 import json
 import struct
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -181,10 +183,39 @@ HOSTILE = {
                                   DATA + DATA[:8]), "overlap"),
     "the same bytes twice": (_file({"a": _entry(shape=(4,)), "b": _entry(shape=(4,))}, DATA), "overlap"),
     "truncated data": (GOOD[:-4], "offsets"),
+    "gap before the first tensor": (_file({"a": _entry(shape=(3,), offsets=(4, 16))}, DATA), "bytes 0 to 4.*no tensor"),
+    "gap between tensors": (_file({"a": _entry(shape=(1,), offsets=(0, 4)), "b": _entry(shape=(2,), offsets=(8, 16))},
+                                  DATA), "bytes 4 to 8.*no tensor"),
+    "trailing bytes after the data": (GOOD + b"\0" * 8, "24 bytes.*cover 16"),
+    "data but no tensors": (_file({}, DATA), "16 bytes.*cover 0"),
+    "duplicate name": (_file(b'{"a":' + json.dumps(_entry(shape=(2,), offsets=(0, 8))).encode() + b',"a":'
+                             + json.dumps(_entry(shape=(2,), offsets=(8, 16))).encode() + b"}", DATA), "'a' twice"),
+    "duplicate name, same bytes": (_file(b'{"a":' + json.dumps(_entry()).encode() + b',"a":'
+                                         + json.dumps(_entry()).encode() + b"}", DATA), "'a' twice"),
+    "duplicate key inside an entry": (_file(b'{"a":{"dtype":"F32","dtype":"U8","shape":[16],"data_offsets":[0,16]}}',
+                                            DATA), "'dtype' twice"),
+    "metadata not strings": (_file({"__metadata__": {"step": 3}, "a": _entry()}, DATA), "__metadata__"),
+    "metadata a list": (_file({"__metadata__": ["pt"], "a": _entry()}, DATA), "__metadata__"),
+    "NUL padding after the header": (_file(json.dumps({"a": _entry()}).encode() + b"\0" * 3, DATA), "not JSON"),
+    "header length huge, 100 MB file claimed": (_file(b"{}", size=100 * 2**20), "header length"),
     "good entry then a bad one": (_file({"a": _entry(shape=(4,)), "b": _entry(dtype="I64", shape=(1,),
                                                                               offsets=(16, 24))}, DATA + DATA[:8]),
                                   "dtype"),
 }
+
+
+def _raises_within(limit, exception, match, fn, *args, **kwargs):
+    """fn(*args, **kwargs) raises exception matching match, having allocated at most limit bytes
+    at its peak (Python's allocator, which every bytes/bytearray read goes through)."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(exception, match=match) as info:
+            fn(*args, **kwargs)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= limit, tag(f"peak allocation {peak} bytes > {limit}")
+    return info
 
 
 @pytest.mark.parametrize("case", list(HOSTILE))
@@ -193,10 +224,43 @@ def test_hostile_files_raise_and_load_nothing(case, device, tmp_path):
     path = tmp_path / "bad.safetensors"
     path.write_bytes(raw)
     before = wg.memory_stats(device).get("live_buffers")
-    with pytest.raises(ValueError, match=match) as info:
-        load(path, device=device)
+    # the file itself, twice over, and change: a header length or shape never sizes an allocation
+    info = _raises_within(2 * len(raw) + 2**20, ValueError, match, load, path, device=device)
     assert str(path) in str(info.value), tag(f"the error does not name the file: {info.value}")
     assert wg.memory_stats(device).get("live_buffers") == before, tag(f"{case}: a failed load left tensors behind")
+
+
+def test_out_of_order_entries_load_as_the_safetensors_package_does(device, tmp_path):
+    """The spec orders nothing in the header: entries listed against their offset order load."""
+    from safetensors.numpy import load_file as np_load_file
+    path = tmp_path / "shuffled.safetensors"
+    path.write_bytes(_file({"late": _entry(dtype="U8", shape=(2, 3), offsets=(10, 16)),
+                            "empty": _entry(dtype="I32", shape=(0, 5), offsets=(10, 10)),
+                            "early": _entry(dtype="I32", shape=(2,), offsets=(0, 8)),
+                            "middle": _entry(dtype="BOOL", shape=(2,), offsets=(8, 10))}, DATA))
+    expected = np_load_file(str(path))
+    _check_loaded(load(path, device=device), expected, device, "out-of-order entries")
+
+
+def test_a_failed_device_upload_keeps_nothing(tmp_path):
+    """A float64 after a float32 cannot go to webgpu: the float32 made first does not stay behind."""
+    path = tmp_path / "mixed.safetensors"
+    save({"a": wg_tensor(np.ones(4, np.float32), "cpu"), "b": wg_tensor(np.ones(2), "cpu")}, path)
+    before = wg.memory_stats("webgpu").get("live_buffers")
+    with pytest.raises(TypeError, match="float64"):
+        load(path, device="webgpu")
+    assert wg.memory_stats("webgpu").get("live_buffers") == before
+
+
+@pytest.mark.parametrize("reader", [load, read_idx], ids=["safetensors", "idx"])
+def test_not_a_file(reader, tmp_path):
+    with pytest.raises(IsADirectoryError):
+        reader(tmp_path)
+    for special in ("/dev/zero", "/dev/null"):   # a read of /dev/zero never ends
+        with pytest.raises(ValueError, match=f"{special}: not a regular file"):
+            reader(special)
+    with pytest.raises(TypeError):
+        reader(3)   # a file descriptor is no path
 
 
 def test_the_good_base_of_the_hostile_files_loads(device, tmp_path):
@@ -276,7 +340,19 @@ IDX_BAD = {
     "truncated header": (IMAGES[:4 + 4 * 2 + 1], "truncated"),
     "header only, no dims": (IMAGES[:4], "truncated"),
     "data one byte short": (LABELS[:-1], "need 10 data bytes.*has 9"),
-    "data one byte long": (LABELS + b"\0", "need 10 data bytes.*has 11"),
+    "data one byte long": (LABELS + b"\0", "need 10 data bytes.*has more"),
+    "wrong magic: a PNG": (b"\x89PNG\r\n\x1a\n" + LABELS, "magic 89504e47"),
+    "wrong magic: safetensors": (GOOD, "magic"),
+    "type code 0x0b (int16, not read)": (b"\0\0\x0b\x01" + struct.pack(">I", 2) + b"\0" * 4, "type code 0x0b"),
+    "255 dims declared, none present": (b"\0\0\x08\xff", "255 dims declared, 0 present"),
+    "dims whose product overflows u32": (b"\0\0\x08\x04" + struct.pack(">4I", *[2**32 - 1] * 4) + b"\0" * 10,
+                                         f"need {(2**32 - 1) ** 4} data bytes.*has 10"),
+    "float32 dims larger than the data": (b"\0\0\x0d\x02" + struct.pack(">2I", 2**31, 2**31) + b"\0" * 8,
+                                          f"need {2**64} data bytes.*has 8"),
+    "gzip of garbage": (gzip.compress(b"garbage!"), "magic"),
+    "gzip data one byte long": (gzip.compress(LABELS + b"\0"), "has more"),
+    "gzip second member": (gzip.compress(LABELS) + gzip.compress(b"\0"), "has more"),
+    "gzip truncated header": (gzip.compress(IMAGES)[:-8][:20], "gzip|truncated"),
     "dims larger than the data": (IMAGES[:4] + struct.pack(">3I", 60000, 28, 28) + IMAGES[16:], "need 47040000"),
     "int32 data not a multiple of 4": (b"\0\0\x0c\x01" + struct.pack(">I", 2) + b"\0" * 7, "need 8"),
     "gzip truncated": (gzip.compress(LABELS)[:-5], "gzip"),
@@ -292,8 +368,21 @@ for _at in (10, 11, 14, 20, 40):   # flipped bits inside the deflate stream
 @pytest.mark.parametrize("case", list(IDX_BAD))
 def test_read_idx_errors(case, device):
     raw, match = IDX_BAD[case]
-    with pytest.raises(ValueError, match=match):
-        read_idx(raw, device=device)
+    before = wg.memory_stats(device).get("live_buffers")
+    _raises_within(2 * len(raw) + 2**20, ValueError, match, read_idx, raw, device=device)
+    assert wg.memory_stats(device).get("live_buffers") == before, tag(f"{case}: a failed read left a tensor behind")
+
+
+def test_read_idx_stops_inflating_where_the_header_says_the_data_ends(tmp_path):
+    """A gzip bomb: 10 declared label bytes, then 256 MiB of zeros that deflate to 256 KiB."""
+    packed = io.BytesIO()
+    with gzip.GzipFile(fileobj=packed, mode="wb") as gz:
+        gz.write(LABELS)
+        for _ in range(256):
+            gz.write(bytes(2**20))
+    path = tmp_path / "bomb-idx1-ubyte.gz"
+    path.write_bytes(packed.getvalue())
+    _raises_within(4 * 2**20, ValueError, "need 10 data bytes.*has more", read_idx, path)
 
 
 def test_read_idx_error_names_the_file(tmp_path):

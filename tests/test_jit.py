@@ -126,5 +126,5 @@ def test_inputs_that_require_grad_and_cpu_functions():
         return x + 1
     for _ in range(4):
         v = randn(3)
-        np.testing.assert_allclose(on_cpu(wg.tensor(v)).numpy(), v + 1)
+        np.testing.assert_allclose(on_cpu(wg.tensor(v, device="cpu")).numpy(), v + 1)
     assert len(calls) == 4   # nothing to record off the GPU: every call runs

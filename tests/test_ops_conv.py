@@ -252,26 +252,26 @@ def test_pad_integer_and_infinite_values(device):
         "-inf pad")
 
 
-# ---- errors ----
+# ---- errors ----   (shapes that cannot convolve are RuntimeErrors, bad arguments ValueErrors: as in torch)
 @pytest.mark.parametrize("fn,error,match", [
-    (lambda x, w: conv2d(x[0], w), ValueError, "4-D|match"),                          # 3-D input
-    (lambda x, w: conv2d(x, w[0]), ValueError, "match"),                               # 3-D weight
-    (lambda x, w: conv2d(x.reshape(2, 3, 36), w), ValueError, "match"),
-    (lambda x, w: conv2d(x, w[:, :2]), ValueError, "match"),                          # channel mismatch
-    (lambda x, w: conv2d(x[:, :, :2], w), ValueError, "larger"),                       # kernel > input height
-    (lambda x, w: conv2d(x, w, dilation=(1, 3)), ValueError, "larger"),                # dilated kernel > width
+    (lambda x, w: conv2d(x[0], w), RuntimeError, "4-D|match"),                          # 3-D input
+    (lambda x, w: conv2d(x, w[0]), RuntimeError, "match"),                               # 3-D weight
+    (lambda x, w: conv2d(x.reshape(2, 3, 36), w), RuntimeError, "match"),
+    (lambda x, w: conv2d(x, w[:, :2]), RuntimeError, "match"),                          # channel mismatch
+    (lambda x, w: conv2d(x[:, :, :2], w), RuntimeError, "larger"),                       # kernel > input height
+    (lambda x, w: conv2d(x, w, dilation=(1, 3)), RuntimeError, "larger"),                # dilated kernel > width
     (lambda x, w: conv2d(x, w, padding=-1), ValueError, "padding"),
     (lambda x, w: conv2d(x, w, padding=(1, -2)), ValueError, "padding"),
     (lambda x, w: conv2d(x, w, stride=0), ValueError, "positive"),
     (lambda x, w: conv2d(x, w, dilation=0), ValueError, "positive"),
     (lambda x, w: conv2d(x, w, padding=(1, 2, 3)), ValueError, "padding"),
     (lambda x, w: conv2d(x, w, groups=3), NotImplementedError, "groups"),
-    (lambda x, w: max_pool2d(x[0], 2), ValueError, "4-D"),
-    (lambda x, w: max_pool2d(x, 7), ValueError, "larger"),
+    (lambda x, w: max_pool2d(x[0], 2), RuntimeError, "4-D"),
+    (lambda x, w: max_pool2d(x, 7), RuntimeError, "larger"),
     (lambda x, w: max_pool2d(x, 2, padding=-1), ValueError, "padding"),
     (lambda x, w: max_pool2d(x, 0), ValueError, "positive"),
-    (lambda x, w: avg_pool2d(x.reshape(6, 36), 2), ValueError, "4-D"),
-    (lambda x, w: avg_pool2d(x, (2, 7)), ValueError, "larger"),
+    (lambda x, w: avg_pool2d(x.reshape(6, 36), 2), RuntimeError, "4-D"),
+    (lambda x, w: avg_pool2d(x, (2, 7)), RuntimeError, "larger"),
     (lambda x, w: avg_pool2d(x, 2, padding=(0, -1)), ValueError, "padding"),
     (lambda x, w: avg_pool2d(x, 2, stride=(1, 0)), ValueError, "positive"),
     (lambda x, w: pad(x, (1,)), ValueError, "pad"),

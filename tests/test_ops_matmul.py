@@ -110,3 +110,10 @@ def test_matmul_every_tile_size_and_layout(tiles, layout, monkeypatch):
     expected = fn(a.astype(np.float64), b.astype(np.float64))
     assert_close(fn(wg_tensor(a, "webgpu"), wg_tensor(b, "webgpu")).numpy(), expected,
                  atol=1e-4 * math.sqrt(k), rtol=1e-4, what=f"{layout} m={m} k={k} n={n} tiles={tiles}")
+
+
+def test_matmul_with_a_long_inner_dimension(device):
+    # Software adapters cut shader loops short after ~65535 iterations: the product must not.
+    a, b = randn(3, 40_000), randn(40_000, 5)
+    expected = a.astype(np.float64) @ b
+    assert_close((wg_tensor(a, device) @ wg_tensor(b, device)).numpy(), expected, atol=2e-3, rtol=1e-4)

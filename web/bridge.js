@@ -10,6 +10,11 @@
 
 const PARAMS_BYTES = 256;
 const ARENA_MIN_BYTES = 64 * 1024;
+// Bind groups kept for reuse: pooled buffers meet in ever new combinations over a long run, so the
+// cache starts over past this size (at a submit, when no pass is using it).
+const GROUPS_KEPT = 16384;
+// The start of the message every call rejects with once the device is lost (browser.py looks for it).
+const LOST = 'device-lost: ';
 const RAISED_LIMITS = [  // raised from the WebGPU defaults to what the adapter offers, as natively
   'maxStorageBufferBindingSize', 'maxBufferSize', 'maxStorageBuffersPerShaderStage',
   'maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup',
@@ -29,6 +34,14 @@ export class Bridge {
     this.groupsOf = new Map();    // buffer handle -> Set of keys in groups that bind it
     this.staging = null;          // MAP_READ buffer for readbacks, grown on demand
     this.onError = (message) => console.error(message);  // the worker shows device errors to the user
+    this.lost = null;             // why the device was lost, once it is
+    // Called once when the device is lost; the worker can tell the page, which offers a reload.
+    this.onLost = (reason) => this.onError(`WebGPU device lost: ${reason}`);
+  }
+
+  // Every call that needs the device starts here: once it is lost, each one fails the same clear way.
+  check() {
+    if (this.lost !== null) throw new Error(LOST + this.lost);
   }
 
   // Finds the adapter and opens the device. Returns JSON {info, limits, isSoftware}, or rejects with a
@@ -40,7 +53,10 @@ export class Bridge {
     const requiredLimits = {};
     for (const k of RAISED_LIMITS) requiredLimits[k] = adapter.limits[k];
     this.device = await adapter.requestDevice({ label: 'webgrad', requiredLimits });
-    this.device.lost.then((info) => this.onError(`WebGPU device lost: ${info.message || info.reason}`));
+    this.device.lost.then((info) => {
+      this.lost = info.message || info.reason || 'unknown reason';
+      this.onLost(this.lost);
+    });
     this.device.addEventListener('uncapturederror', (e) => this.onError(`WebGPU error: ${e.error.message}`));
     this.arena = this.makeArena(ARENA_MIN_BYTES);
     const ai = adapter.info;
@@ -62,6 +78,7 @@ export class Bridge {
   // ---- buffers (sizes and offsets arrive word-aligned: browser.py aligns them)
 
   createBuffer(size) {
+    this.check();
     const handle = this.next++;
     this.buffers.set(handle, this.device.createBuffer({
       size, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST,
@@ -70,10 +87,12 @@ export class Bridge {
   }
 
   writeBuffer(handle, offset, bytes) {
+    this.check();
     this.device.queue.writeBuffer(this.buffers.get(handle), offset, bytes);
   }
 
   async readBuffer(handle, offset, size) {
+    this.check();
     if (!this.staging || this.staging.size < size) {
       this.staging?.destroy();
       this.staging = this.device.createBuffer({ size: Math.max(size, 4096), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
@@ -89,7 +108,7 @@ export class Bridge {
   }
 
   destroyBuffer(handle) {
-    this.buffers.get(handle).destroy();
+    this.buffers.get(handle).destroy();   // frees the GPU memory now, not when JS collects the object
     this.buffers.delete(handle);
     for (const key of this.groupsOf.get(handle) ?? []) {
       this.groups.delete(key);
@@ -120,6 +139,7 @@ export class Bridge {
 
   // bindings: "read_write,read,..." for @binding(1..). Rejects with the compiler's messages.
   async createPipeline(label, wgsl, entry, bindings) {
+    this.check();
     // The scope catches the shader's validation error, which would otherwise also surface as an
     // uncaptured error; the compiler's own messages say more than the pipeline's rejection.
     this.device.pushErrorScope('validation');
@@ -142,6 +162,11 @@ export class Bridge {
   // ---- execution
 
   submit(params, records) {
+    this.check();
+    if (this.groups.size > GROUPS_KEPT) {
+      this.groups.clear();
+      this.groupsOf.clear();
+    }
     let needed = params.byteLength;
     for (let i = 0; i < records.length; i += 6 + records[i + 5]) needed = Math.max(needed, records[i + 1] + PARAMS_BYTES);
     if (needed > this.arena.size) {
@@ -183,6 +208,7 @@ export class Bridge {
   }
 
   async sync() {
+    this.check();
     await this.device.queue.onSubmittedWorkDone();
   }
 }

@@ -5,7 +5,7 @@ from .autograd import enable_grad, is_grad_enabled, no_grad
 from .backends import default_device, get_backend
 from .dtypes import bool_ as bool, float32, float64, int32, uint8  # noqa: A001
 from .ops.creation import (arange, as_tensor, empty, frombuffer, full, full_like, initial_seed, manual_seed,
-                           ones, ones_like, rand, rand_like, randn, randn_like, tensor, zeros, zeros_like)
+                           ones, ones_like, rand, rand_like, randn, randn_like, randperm, tensor, zeros, zeros_like)
 from .ops.elementwise import (abs, clamp, exp, gelu, leaky_relu, log, logical_and, logical_not,  # noqa: A004
                               logical_or, maximum, minimum, pow, relu, sigmoid, sign, sqrt, tanh, where)
 from .ops.loss import log_softmax, softmax

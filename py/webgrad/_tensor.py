@@ -113,10 +113,16 @@ class Tensor:
         return np.frombuffer(bytearray(self._host_bytes()), dtype=np_dtype).reshape(self.shape)
 
     def __float__(self):
-        return float(self.item())
+        return float(self._scalar())
 
     def __int__(self):
-        return int(self.item())
+        return int(self._scalar())
+
+    def _scalar(self):
+        if self.numel() != 1:   # ValueError here, RuntimeError from item(): as in torch
+            raise ValueError(f"only one element tensors can be converted to Python scalars (this one has "
+                             f"{self.numel()})")
+        return self.item()
 
     def __bool__(self):
         if self.numel() != 1:

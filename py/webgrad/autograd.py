@@ -4,10 +4,12 @@ A Function's forward runs on Tensors with grad recording off; its backward gets 
 gradient as a Tensor and returns one gradient (or None) per Tensor input, written with Tensor
 ops, so every rule runs on whichever device the tensors live on.
 """
+import array
 import contextlib
 import math
 
 _grad_enabled = True
+_anomaly = False
 
 
 def is_grad_enabled():
@@ -41,6 +43,67 @@ class enable_grad(no_grad):
         self._mode.__enter__()
 
 
+@contextlib.contextmanager
+def _anomaly_mode(enabled):
+    global _anomaly
+    previous, _anomaly = _anomaly, enabled
+    try:
+        yield
+    finally:
+        _anomaly = previous
+
+
+class detect_anomaly(contextlib.ContextDecorator):
+    """Context manager and decorator that checks every op's results for NaN and Inf, as
+    torch.autograd.detect_anomaly does for backward: the first op whose forward output, or whose
+    backward's gradient, holds one raises a RuntimeError naming it. Each check reads values back
+    from the device, so this is a debugging mode, and slow."""
+
+    def __init__(self, check_nan=True):
+        self.check_nan = check_nan
+
+    def __enter__(self):
+        self._mode = _anomaly_mode(self.check_nan)
+        self._mode.__enter__()
+
+    def __exit__(self, *exc):
+        return self._mode.__exit__(*exc)
+
+
+def is_anomaly_enabled():
+    return _anomaly
+
+
+def _op_name(ctx):
+    """A Function's name as PyTorch spells its nodes: an elementwise op by its op (Log, Div),
+    others by their class (_Sum: Sum)."""
+    op = getattr(ctx, "op", None)
+    name = op.name if hasattr(op, "name") else type(ctx).__name__.lstrip("_")
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+def _nonfinite(t):
+    """'nan' or 'inf' when the floating tensor t holds one, else None. It reads the values back:
+    GPU compilers may assume finite maths, so x != x does not find NaN there."""
+    if not t.dtype.is_floating_point or t.numel() == 0:
+        return None
+    values = array.array(t.dtype.array_code, t._host_bytes())
+    if any(map(math.isnan, values)):
+        return "nan"
+    if any(map(math.isinf, values)):
+        return "inf"
+    return None
+
+
+def _check_anomaly(ctx, tensors, backward):
+    for k, t in enumerate(tensors):
+        found = _nonfinite(t) if t is not None else None
+        if found:
+            name = _op_name(ctx) + ("Backward" if backward else "")
+            where = "" if backward else " (in forward)"
+            raise RuntimeError(f"Function '{name}' returned {found} values in its {k}th output{where}.")
+
+
 class Function:
     """One recorded op. Subclasses define forward(*args, **kwargs) and backward(grad)."""
 
@@ -58,7 +121,13 @@ class Function:
             out = ctx.forward(*args, **kwargs)
         finally:
             _grad_enabled = recording
+        if _anomaly:
+            _check_anomaly(ctx, [out], backward=False)
         if recording and any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            # The graph's node is a new Tensor object: ctx may keep `out` for its backward, and
+            # ctx -> out -> ctx would be a reference cycle, its GPU buffers held until Python's
+            # garbage collector happens to run.
+            out = Tensor(out._storage, out.shape, out.dtype, out.device, out._strides, out._offset)
             out.requires_grad = True
             out._ctx = ctx
         return out
@@ -105,7 +174,9 @@ def backward(root, grad=None, retain_graph=False):
                                "pass a gradient to backward()")
         grad = ones_like(root)
     grads = {id(root): grad}
-    with _grad_mode(False):
+    # A backward rule's own ops are not checked one by one: its gradients are, named after it.
+    check, rules_checked = _anomaly, _anomaly_mode(False)
+    with _grad_mode(False), rules_checked:
         for t in _graph_order(root):
             g = grads.pop(id(t), None)
             if g is None:
@@ -121,6 +192,8 @@ def backward(root, grad=None, retain_graph=False):
             input_grads = ctx.backward(g)
             if not isinstance(input_grads, tuple):
                 input_grads = (input_grads,)
+            if check:
+                _check_anomaly(ctx, input_grads, backward=True)
             tensors = [a for a in ctx.inputs if isinstance(a, Tensor)]
             for parent, pg in zip(tensors, input_grads):
                 if pg is None or not parent.requires_grad:

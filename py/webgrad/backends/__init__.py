@@ -15,7 +15,7 @@ def resolve_device(device):
         return "webgpu"
     if name == "cpu":
         return "cpu"
-    raise ValueError(f"unknown device {device!r}; webgrad has 'cpu' and 'webgpu'")
+    raise RuntimeError(f"unknown device {device!r}; webgrad has 'cpu' and 'webgpu'")
 
 
 def get_backend(device):

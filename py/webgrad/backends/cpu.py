@@ -75,6 +75,22 @@ class CPUBackend:
         np.add.at(region, tuple(grid), self.view(grad))
         return out.reshape(-1)
 
+    def cross_entropy(self, logits, labels):
+        """Per-row loss and log-sum-exp: shaders/cross_entropy.wgsl's forward."""
+        x, y = self.view(logits), self.view(labels)
+        outside = (y < 0) | (y >= x.shape[1])
+        if outside.any():
+            raise IndexError(f"cross_entropy: target {y[outside][0]} is out of bounds for {x.shape[1]} classes")
+        top = x.max(1, keepdims=True)
+        lse = (top + np.log(np.exp(x - top).sum(1, keepdims=True)))[:, 0]
+        return lse - x[np.arange(len(y)), y], lse
+
+    def cross_entropy_backward(self, logits, labels, lse, grad):
+        y = self.view(labels)
+        out = np.exp(self.view(logits) - self.view(lse)[:, None])
+        out[np.arange(len(y)), y] -= 1
+        return (out * self.view(grad)[:, None]).reshape(-1)
+
     def fold(self, g, shape, kernel, stride, dilation):
         out = np.zeros(shape, self.view(g).dtype)
         windows = self.view(g)
@@ -95,6 +111,9 @@ class CPUBackend:
         else:
             values = uniform_bits(seed, offset, numel)
         return values.astype(_np_dtype(dtype))
+
+    def permutation(self, n, half, draw):
+        return permutation_of(n, half, *draw())
 
     def optimizer_step(self, kind, param, grad, states, hyper):
         """The NumPy twin of shaders/optim.wgsl: the same formulas in the same order, updating param
@@ -133,6 +152,24 @@ def _pcg(v):
     state = v * np.uint32(747796405) + np.uint32(2891336453)
     word = ((state >> ((state >> np.uint32(28)) + np.uint32(4))) ^ state) * np.uint32(277803737)
     return (word >> np.uint32(22)) ^ word
+
+
+def permutation_of(n, half, seed, offset):
+    """shaders/random.wgsl's permutation: a Feistel network over [0, 4^half), cycle-walked into [0, n)."""
+    from ..ops.creation import PERMUTATION_ROUNDS
+    mask = np.uint32((1 << half) - 1)
+    keys = [_pcg(_pcg(np.full(1, (offset + r) & 0xFFFFFFFF, np.uint32)) ^ _pcg(np.full(1, seed, np.uint32)))
+            for r in range(PERMUTATION_ROUNDS)]
+
+    def feistel(v):
+        left, right = v >> np.uint32(half), v & mask
+        for key in keys:
+            left, right = right, left ^ (_pcg(right ^ key) & mask)
+        return (left << np.uint32(half)) | right
+    v = feistel(np.arange(n, dtype=np.uint32))
+    while (outside := v >= n).any():
+        v[outside] = feistel(v[outside])
+    return v.astype(np.int32)
 
 
 def uniform_bits(seed, offset, count):

@@ -1,9 +1,7 @@
 """TensorDataset and DataLoader. Batches are gathered on the data's device: a shuffled epoch is
-one uploaded permutation and an index_select per batch, an unshuffled one is slices (views)."""
-import array
-import random
-
-from ..ops.creation import _drawer, frombuffer
+one permutation made on the device (randperm) and an index_select per batch, an unshuffled one is
+slices (views)."""
+from ..ops.creation import PERMUTATION_ROUNDS, randperm
 
 
 class TensorDataset:
@@ -33,16 +31,15 @@ class TensorDataset:
 class DataLoader:
     """Batches of a dataset that takes slices and int32 index tensors (as TensorDataset does).
 
-    With shuffle, each epoch draws a new permutation from a random.Random seeded once by `seed`;
-    with seed None, as in PyTorch, each epoch seeds it from webgrad's generator (so manual_seed
-    repeats the orders).
+    With shuffle, each epoch draws a new permutation: from its own stream keyed by `seed`, or with
+    seed None, as in PyTorch, from webgrad's generator (so manual_seed repeats the orders).
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, seed=None):
         if not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"batch_size should be a positive integer value, but got batch_size={batch_size}")
         self.dataset, self.batch_size, self.shuffle, self.drop_last = dataset, batch_size, shuffle, drop_last
-        self._rng = None if seed is None else random.Random(seed)
+        self._seed, self._epochs = seed, 0
 
     def __len__(self):
         n = len(self.dataset)
@@ -52,15 +49,13 @@ class DataLoader:
         n = len(self.dataset)
         order = None
         if self.shuffle:
-            perm = list(range(n))
-            (self._rng or random.Random(_generator_position())).shuffle(perm)
-            order = frombuffer(array.array("i", perm), "int32", device=self.dataset.device)
+            draw = None if self._seed is None else self._own_stream()
+            order = randperm(n, device=self.dataset.device, draw=draw)
         for start in range(0, len(self) * self.batch_size, self.batch_size):
             window = slice(start, min(start + self.batch_size, n))
             yield self.dataset[window if order is None else order[window]]
 
-
-def _generator_position():
-    """A shuffle seed drawn from webgrad's generator, so manual_seed makes shuffles repeat."""
-    seed, offset = _drawer(1)()
-    return (seed << 32) | offset
+    def _own_stream(self):
+        """The draw of the next epoch's permutation in this loader's own (seed, offset) stream."""
+        epoch, self._epochs = self._epochs, self._epochs + 1
+        return lambda: (self._seed & 0xFFFFFFFF, (epoch * PERMUTATION_ROUNDS) & 0xFFFFFFFF)

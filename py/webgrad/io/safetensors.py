@@ -1,12 +1,14 @@
 """wg.save / wg.load in the safetensors format: an 8-byte little-endian header length, a JSON
 header naming each tensor's dtype, shape and byte range, then the raw little-endian data.
-A file is checked whole before any tensor is made, so a corrupt file loads nothing."""
+A file is checked whole before any tensor is made, so a corrupt file loads nothing; the checks are
+the safetensors package's (the entries tile the data section exactly), plus: no duplicate names."""
 import json
 import math
 import os
 import struct
 
 from .. import dtypes
+from ._files import open_regular
 
 _CODES = {dtypes.float32: "F32", dtypes.float64: "F64", dtypes.int32: "I32", dtypes.uint8: "U8", dtypes.bool_: "BOOL"}
 _DTYPES = {code: dtype for dtype, code in _CODES.items()}
@@ -38,10 +40,10 @@ def save(tensors, path, metadata=None):
 def load(path, device=None):
     """Read a safetensors file into a dict of name -> Tensor on device."""
     from ..ops.creation import frombuffer
-    with open(path, "rb") as f:
+    with open_regular(path, "a safetensors file") as f:
         data = f.read()
-    entries = _parse(data, os.fspath(path))
-    return {name: frombuffer(data[begin:end], dtype, device=device).reshape(shape)
+    entries, view = _parse(data, os.fspath(path)), memoryview(data)   # views: no copy of each tensor
+    return {name: frombuffer(view[begin:end], dtype, device=device).reshape(shape)
             for name, (dtype, shape, begin, end) in entries.items()}
 
 
@@ -55,12 +57,16 @@ def _parse(data, where):
     if size > min(len(data) - 8, _MAX_HEADER):
         fail(f"header length {size} runs past the end of the file ({len(data)} bytes)")
     try:
-        header = json.loads(data[8:8 + size])
+        header = json.loads(data[8:8 + size], object_pairs_hook=_unique_keys)
+    except _DuplicateKey as e:
+        fail(f"the header names {e.args[0]!r} twice")
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         fail(f"header is not JSON ({e})")
     if not isinstance(header, dict):
         fail("header is not a JSON object")
-    header.pop("__metadata__", None)
+    metadata = header.pop("__metadata__", {})
+    if not (isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())):
+        fail(f"__metadata__ is not an object of strings: {metadata!r}")
     body = len(data) - 8 - size
     entries, spans = {}, []
     for name, info in header.items():
@@ -77,8 +83,27 @@ def _parse(data, where):
                  f"{math.prod(shape) * dtype.itemsize}")
         entries[name] = (dtype, tuple(shape), 8 + size + begin, 8 + size + end)
         spans.append((begin, end))
-    spans.sort()
-    for (_, end), (begin, _) in zip(spans, spans[1:]):
-        if begin < end:
+    at = 0   # the entries, in offset order, cover the data section without overlaps or gaps
+    for begin, end in sorted(spans):
+        if begin < at:
             fail("two tensors' data overlap")
+        if begin > at:
+            fail(f"bytes {at} to {begin} of the data section belong to no tensor")
+        at = end
+    if at != body:
+        fail(f"the data section has {body} bytes, its tensors cover {at}")
     return entries
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs):
+    """A JSON object as a dict, refusing a name given twice (json would keep the last silently)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out

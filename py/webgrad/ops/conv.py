@@ -35,7 +35,7 @@ class _Windows(Function):
 def windows(x, kernel_size, stride=None, dilation=1):
     """The (N, C, kh, kw, Ho, Wo) view of x's sliding windows (no copy)."""
     if x.ndim != 4:
-        raise ValueError(f"expected a 4-D (N, C, H, W) input, got shape {tuple(x.shape)}")
+        raise RuntimeError(f"expected a 4-D (N, C, H, W) input, got shape {tuple(x.shape)}")
     kernel = _pair(kernel_size, "kernel_size")
     stride = kernel if stride is None else _pair(stride, "stride")
     dilation = _pair(dilation, "dilation")
@@ -43,7 +43,7 @@ def windows(x, kernel_size, stride=None, dilation=1):
         raise ValueError("kernel_size, stride and dilation must be positive")
     for size, k, d, name in zip(x.shape[2:], kernel, dilation, ("height", "width")):
         if d * (k - 1) + 1 > size:
-            raise ValueError(f"kernel {kernel} (dilation {dilation}) is larger than the input {name} {size}")
+            raise RuntimeError(f"kernel {kernel} (dilation {dilation}) is larger than the input {name} {size}")
     return _Windows.apply(x, kernel, stride, dilation)
 
 
@@ -74,9 +74,12 @@ def pad(x, pad, value=0.0):
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if groups != 1:
         raise NotImplementedError("conv2d: groups other than 1 are not supported yet")
-    if weight.ndim != 4 or x.ndim != 4 or x.shape[1] != weight.shape[1]:
-        raise ValueError(f"conv2d: input {tuple(x.shape)} and weight {tuple(weight.shape)} do not match "
-                         "(expected (N, C, H, W) and (C_out, C, kh, kw))")
+    if weight.ndim != 4 or x.ndim != 4:
+        raise RuntimeError(f"conv2d: input {tuple(x.shape)} and weight {tuple(weight.shape)} do not match "
+                           "(expected 4-D (N, C, H, W) and (C_out, C, kh, kw))")
+    if x.shape[1] != weight.shape[1]:
+        raise RuntimeError(f"conv2d: input {tuple(x.shape)} and weight {tuple(weight.shape)} do not match: "
+                           f"expected {weight.shape[1]} channels, got {x.shape[1]}")
     ph, pw = _pair(padding, "padding")
     cols = windows(pad(x, (pw, pw, ph, ph)), weight.shape[2:], stride, dilation)
     n, c, kh, kw, ho, wo = cols.shape

@@ -114,6 +114,22 @@ def _random(size, normal, dtype, device, requires_grad):
     return _new(storage, shape, dtype, device, requires_grad)
 
 
+def randperm(n, *, dtype=None, device=None, draw=None):
+    """A random permutation of 0..n-1 (int32), made on the device. draw: a function giving the
+    (seed, offset) to use, for generators other than webgrad's (as DataLoader(seed=...) has)."""
+    if not isinstance(n, int) or n < 0 or n > 0x7FFFFFFF:
+        raise ValueError(f"randperm: n must be an int in [0, 2**31), got {n!r}")
+    dtype, device = dtypes.as_dtype(dtype or dtypes.int32), resolve_device(device)
+    if dtype is not dtypes.int32:
+        raise TypeError(f"randperm makes int32 indices, not {dtype.name}")
+    half = (max(1, (n - 1).bit_length()) + 1) // 2   # permute [0, 4^half), the least such range holding n
+    storage = get_backend(device).permutation(n, half, draw or _drawer(PERMUTATION_ROUNDS))
+    return _new(storage, (n,), dtype, device, False)
+
+
+PERMUTATION_ROUNDS = 16   # of shaders/random.wgsl's Feistel network: keys at offsets offset .. offset + 15
+
+
 def rand(*size, dtype=None, device=None, requires_grad=False):
     """Uniform on [0, 1)."""
     return _random(size, False, dtype, device, requires_grad)
@@ -186,9 +202,12 @@ def _from_python(data):
 
 
 def _flatten(data, depth, shape, flat):
+    """Appends data's numbers to flat and its lengths to shape. The exception classes are torch's:
+    ValueError for lists of different lengths, TypeError for a list and a number at one depth or
+    a string, RuntimeError for another element type."""
     if isinstance(data, (list, tuple)):
         if flat and len(shape) == depth:   # numbers came before at this depth: [1, [2]]
-            raise ValueError("ragged nested sequence: every element at one depth must be a list or a number")
+            raise TypeError("ragged nested sequence: every element at one depth must be a list or a number")
         if len(shape) == depth:
             shape.append(len(data))
         elif shape[depth] != len(data):
@@ -197,10 +216,12 @@ def _flatten(data, depth, shape, flat):
             _flatten(item, depth + 1, shape, flat)
     elif isinstance(data, (bool, int, float)) or hasattr(data, "__float__"):
         if depth != len(shape):
-            raise ValueError("ragged nested sequence: every element at one depth must be a list or a number")
+            raise TypeError("ragged nested sequence: every element at one depth must be a list or a number")
         flat.append(data if isinstance(data, (bool, int, float)) else float(data))
-    else:
+    elif isinstance(data, (str, bytes)):
         raise TypeError(f"can't make a tensor from an element of type {type(data).__name__}")
+    else:
+        raise RuntimeError(f"can't make a tensor from an element of type {type(data).__name__}")
 
 
 def _from_numpy(data, dtype):

@@ -61,14 +61,17 @@ MINIMUM = MapOp("minimum", "min(a, b)", lambda np, a, b: np.minimum(a, b),
                 (lambda g, a, b, o: _tie_split(g, b, a), lambda g, a, b, o: _tie_split(g, a, b)))
 NEG = MapOp("neg", "-a", lambda np, a: -a, (lambda g, a, o: -g,))
 EXP = MapOp("exp", "exp(a)", lambda np, a: np.exp(a), (lambda g, a, o: g * o,), floating=True)
-LOG = MapOp("log", "log(a)", lambda np, a: np.log(a), (lambda g, a, o: g / a,), floating=True)
+LOG = MapOp("log", "log_f(a)", lambda np, a: np.log(a), (lambda g, a, o: g / a,), floating=True)
 SQRT = MapOp("sqrt", "sqrt(a)", lambda np, a: np.sqrt(a), (lambda g, a, o: g / (2 * o),), floating=True)
 ABS = MapOp("abs", "abs(a)", lambda np, a: np.abs(a), (lambda g, a, o: g * sign(a),))
 SIGN = MapOp("sign", "sign(a)", lambda np, a: np.sign(a), (lambda g, a, o: None,))
-RELU = MapOp("relu", "max(a, T(0))", lambda np, a: np.maximum(a, 0), (lambda g, a, o: g * (a > 0),))
+# relu's gradient as one kernel rather than g * (a > 0), two
+RELU_BACKWARD = MapOp("relu_backward", "select(T(0), a, b > T(0))",
+                      lambda np, g, a: np.where(a > 0, g, np.zeros_like(g)))
+RELU = MapOp("relu", "max(a, T(0))", lambda np, a: np.maximum(a, 0), (lambda g, a, o: _map(RELU_BACKWARD, g, a),))
 LEAKY_RELU = MapOp("leaky_relu", "select(a * b, a, a > T(0))", lambda np, a, b: np.where(a > 0, a, a * b),
                    (lambda g, a, slope, o: g * where(a > 0, 1.0, slope), None), floating=True)
-TANH = MapOp("tanh", "tanh(clamp(a, T(-15), T(15)))", lambda np, a: np.tanh(a),
+TANH = MapOp("tanh", "tanh_f(a)", lambda np, a: np.tanh(a),
              (lambda g, a, o: g * (1 - o * o),), floating=True)
 SIGMOID = MapOp("sigmoid", "sigmoid_f(a)", _sigmoid, (lambda g, a, o: g * o * (1 - o),), floating=True)
 GELU_GRAD = MapOp("gelu_grad", f"0.5 * (1.0 + erf_f(a * {_SQRT1_2})) + a * exp(-0.5 * a * a) * {_INV_SQRT_2PI}",
@@ -145,6 +148,8 @@ def _map(op, *args):
     args = tuple(_python_scalar(a, op) for a in args)
     kinds = op.arg_kinds or (None,) * len(args)
     compute = _compute_dtype(op, [a for a, k in zip(args, kinds) if k is None])
+    if not compute.is_floating_point:   # an int operand wraps to int32 as in torch (on both devices)
+        args = tuple((a + 2**31) % 2**32 - 2**31 if type(a) is int else a for a in args)
     out_dtype = dtypes.as_dtype(op.out) if op.out else compute
     shape = broadcast_shapes(*[t.shape for t in tensors])
     args = tuple(expand(a, shape) if isinstance(a, Tensor) and a.shape != shape else a for a in args)
@@ -212,6 +217,9 @@ def clone(x): return _map(IDENTITY, x)
 
 
 def where(condition, x, y):
+    if isinstance(condition, Tensor) and condition.dtype is not dtypes.bool_:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                           f"{condition.dtype.name}")
     return _map(WHERE, condition, x, y)
 
 

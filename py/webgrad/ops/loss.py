@@ -7,9 +7,14 @@ from .reduce import amax
 from .._tensor import Tensor
 
 
+def _shift(x, dim):
+    """x minus its max along dim, so exp cannot overflow (an empty tensor has no max and needs none)."""
+    return x - amax(x, dim, keepdim=True) if x.numel() else x
+
+
 class _Softmax(Function):
     def forward(self, x, dim):
-        shifted = (x - amax(x, dim, keepdim=True)).exp()
+        shifted = _shift(x, dim).exp()
         self.out, self.dim = shifted / shifted.sum(dim, keepdim=True), dim
         return self.out
 
@@ -19,12 +24,29 @@ class _Softmax(Function):
 
 class _LogSoftmax(Function):
     def forward(self, x, dim):
-        shifted = x - amax(x, dim, keepdim=True)
+        shifted = _shift(x, dim)
         self.out, self.dim = shifted - shifted.exp().sum(dim, keepdim=True).log(), dim
         return self.out
 
     def backward(self, grad):
         return grad - self.out.exp() * grad.sum(self.dim, keepdim=True)
+
+
+class _CrossEntropy(Function):
+    """Per-row cross-entropy of (N, C) logits against int class labels, one fused kernel each way
+    (backend.cross_entropy); the row's log-sum-exp is kept for the backward."""
+
+    def forward(self, logits, labels):
+        loss, lse = logits.backend.cross_entropy(logits, labels)
+        rows = (logits.shape[0],)
+        self.logits, self.labels = logits, labels
+        self.lse = Tensor(lse, rows, logits.dtype, logits.device)
+        return Tensor(loss, rows, logits.dtype, logits.device)
+
+    def backward(self, grad):
+        logits = self.logits
+        g = logits.backend.cross_entropy_backward(logits, self.labels, self.lse, grad)
+        return Tensor(g, logits.shape, logits.dtype, logits.device), None
 
 
 def _float(x, name):
@@ -59,32 +81,37 @@ def cross_entropy(input, target, reduction="mean", label_smoothing=0.0):  # noqa
         raise ValueError(f"cross_entropy expects (N, C) or (C,) logits, got shape {tuple(input.shape)}")
     batched = input.ndim == 2
     logits = input if batched else input.unsqueeze(0)
-    logp = log_softmax(logits, 1)
     classes = logits.shape[1]
     if target.dtype.is_floating_point:
         if target.shape != input.shape:
-            raise ValueError(f"cross_entropy: probability targets must have the input's shape "
-                             f"{tuple(input.shape)}, got {tuple(target.shape)}")
+            raise RuntimeError(f"cross_entropy: a float target holds class probabilities and must have the input's "
+                               f"shape {tuple(input.shape)}, got {tuple(target.shape)} (class indices are int32)")
         probs = target if batched else target.unsqueeze(0)
         if label_smoothing:
             probs = probs * (1 - label_smoothing) + label_smoothing / classes
-        loss = -(logp * probs).sum(1)
+        loss = -(log_softmax(logits, 1) * probs).sum(1)
     else:
         if target.dtype is not dtypes.int32:
             raise RuntimeError(f"cross_entropy: expected int32 class indices, got {target.dtype.name}")
         labels = target if batched else target.reshape(1)
+        if labels.ndim != 1:
+            raise RuntimeError(f"cross_entropy: class-index targets must be 1-D (0-D for a (C,) input), "
+                               f"got shape {tuple(target.shape)}")
         if labels.shape != (logits.shape[0],):
             raise ValueError(f"cross_entropy: expected target of shape ({logits.shape[0]},) for input "
                              f"{tuple(input.shape)}, got {tuple(target.shape)}")
-        loss = -logp.gather(1, labels.unsqueeze(1)).squeeze(1)
         if label_smoothing:
-            loss = loss * (1 - label_smoothing) - logp.mean(1) * label_smoothing
+            logp = log_softmax(logits, 1)
+            loss = -logp.gather(1, labels.unsqueeze(1)).squeeze(1) * (1 - label_smoothing) - \
+                logp.mean(1) * label_smoothing
+        else:
+            loss = _CrossEntropy.apply(_float(logits, "cross_entropy"), labels)
     return _reduce_loss(loss if batched else loss.squeeze(0), reduction)
 
 
 def mse_loss(input, target, reduction="mean"):  # noqa: A002
     if input.shape != target.shape:
-        raise ValueError(f"mse_loss: input shape {tuple(input.shape)} and target shape "
+        raise RuntimeError(f"mse_loss: input shape {tuple(input.shape)} and target shape "
                          f"{tuple(target.shape)} differ")
     diff = input - target
     return _reduce_loss(diff * diff, reduction)

@@ -13,9 +13,17 @@ class _MatMul(Function):
         return Tensor(a.backend.matmul(a, b), shape, a.dtype, a.device)
 
     def backward(self, grad):
-        ga = grad @ self.b.mT if self.a.requires_grad else None
-        gb = self.a.mT @ grad if self.b.requires_grad else None
-        return ga, gb
+        a, b = self.a, self.b
+        # A gradient comes out in its operand's layout: a transposed weight (x @ w.T in Linear) gets
+        # (grad.mT @ x).mT, a view whose storage is w's layout, so the optimizer needs no copy.
+        ga = (b @ grad.mT).mT if _transposed(a) else grad @ b.mT
+        gb = (grad.mT @ a).mT if _transposed(b) else a.mT @ grad
+        return ga if a.requires_grad else None, gb if b.requires_grad else None
+
+
+def _transposed(t):
+    """A 2-D view of a row-major matrix's transpose: its first dim is the contiguous one."""
+    return t.ndim == 2 and t._strides[0] == 1 and t._strides[1] != 1
 
 
 def matmul(a, b):

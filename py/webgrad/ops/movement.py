@@ -254,6 +254,9 @@ def getitem(x, index):
             starts.append(i % size)
             sizes.append(1)
             steps.append(1)
+        elif isinstance(item, float):   # torch's class for a float index; other types are TypeErrors
+            raise IndexError(f"only integers, slices, ellipsis, None and integer or bool tensors are valid "
+                             f"indices (got float {item})")
         else:
             raise TypeError(f"invalid index of type {type(item).__name__}")
         dim += 1
@@ -264,15 +267,30 @@ def getitem(x, index):
 
 
 def _index_with_tensor(x, index):
-    from .creation import tensor
-    if not isinstance(index, Tensor):
-        index = tensor(index, device=x.device)
+    if isinstance(index, list):
+        index = _list_index(x, index)
     if index.dtype is dtypes.bool_:
         raise TypeError("boolean mask indexing is not supported; use webgrad.where")
     if index.dtype.is_floating_point:
         raise IndexError("tensors used as indices must be integer tensors")
     flat = index_select(x, 0, index.reshape(-1))
     return flat.reshape(tuple(index.shape) + tuple(x.shape[1:]))
+
+
+def _list_index(x, index):
+    """x[[i, j, ...]]: the positions are host data, so they are checked here (a GPU gather cannot raise);
+    an empty list selects nothing, as in torch."""
+    from .creation import _flatten, tensor
+    shape, flat = [], []
+    _flatten(index, 0, shape, flat)
+    if not flat:
+        return tensor(index, dtype=dtypes.int32, device=x.device)
+    if all(isinstance(i, int) and not isinstance(i, bool) for i in flat):
+        size = x.shape[0] if x.ndim else 0
+        bad = next((i for i in flat if not -size <= i < size), None)
+        if bad is not None:
+            raise IndexError(f"index {bad} is out of bounds for dimension 0 with size {size}")
+    return tensor(index, device=x.device)
 
 
 # ---- cat / stack ----
@@ -315,6 +333,10 @@ def cat(tensors, dim=0):
     if not tensors:
         raise ValueError("cat expects a non-empty list of tensors")
     first = tensors[0]
+    for position, t in enumerate(tensors):
+        if t.ndim == 0:
+            raise RuntimeError(f"cat: zero-dimensional tensor (at position {position}) cannot be concatenated; "
+                               "use stack")
     dim = wrap_dim(dim, first.ndim)
     for t in tensors[1:]:
         if t.ndim != first.ndim or any(a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != dim):

@@ -26,17 +26,28 @@ class ReduceOp:
         return f"ReduceOp({self.name})"
 
 
+def _numpy_arg(name):
+    """argmax/argmin over several axes at once: the index counts row-major over the reduced dims,
+    as j does in the kernel (over all dims it is the flat index)."""
+    def run(np, a, axes):
+        kept = [d for d in range(a.ndim) if d not in axes]
+        reduced = math.prod(a.shape[d] for d in axes)
+        rows = a.transpose(kept + list(axes)).reshape([a.shape[d] for d in kept] + [reduced])
+        return getattr(rows, name)(axis=-1)
+    return run
+
+
 SUM = ReduceOp("sum", "T(0)", "acc = acc + v;", lambda np, a, axes: a.sum(axis=axes))
 MAX = ReduceOp("max", "lowest_T()", "acc = max(acc, v);", lambda np, a, axes: a.max(axis=axes))
 MIN = ReduceOp("min", "highest_T()", "acc = min(acc, v);", lambda np, a, axes: a.min(axis=axes))
 ARGMAX = ReduceOp("argmax", "lowest_T()", "if (v > acc || (v == acc && j < at)) { acc = v; at = j; }",
-                  lambda np, a, axes: a.argmax(axis=axes[0]), arg=True)
+                  _numpy_arg("argmax"), arg=True)
 ARGMIN = ReduceOp("argmin", "highest_T()", "if (v < acc || (v == acc && j < at)) { acc = v; at = j; }",
-                  lambda np, a, axes: a.argmin(axis=axes[0]), arg=True)
+                  _numpy_arg("argmin"), arg=True)
 
 
 def _dims(x, dim):
-    if dim is None:
+    if dim is None or dim == () or dim == []:   # torch: an empty dim list reduces every dim
         return tuple(range(x.ndim))
     dims = dim if isinstance(dim, (tuple, list)) else (dim,)
     out = tuple(sorted({wrap_dim(d, x.ndim) for d in dims}))
@@ -116,23 +127,30 @@ MinMax = collections.namedtuple("MinMax", ["values", "indices"])
 
 def max(x, dim=None, keepdim=False):  # noqa: A001
     """max() over everything, or (values, indices) along one dim, as in PyTorch."""
-    if dim is None:
-        return amax(x)
-    return MinMax(amax(x, dim, keepdim), argmax(x, dim, keepdim))
+    return amax(x) if dim is None else _values_and_indices(ARGMAX, x, dim, keepdim)
 
 
 def min(x, dim=None, keepdim=False):  # noqa: A001
-    if dim is None:
-        return amin(x)
-    return MinMax(amin(x, dim, keepdim), argmin(x, dim, keepdim))
+    return amin(x) if dim is None else _values_and_indices(ARGMIN, x, dim, keepdim)
+
+
+def _values_and_indices(op, x, dim, keepdim):
+    """The values are gathered at the indices, so (as in PyTorch) their gradient goes to the returned
+    index alone; amax/amin share it between ties."""
+    flat = x.reshape(1) if x.ndim == 0 else x   # a 0-d tensor: dim 0 or -1 is its one value
+    dim = wrap_dim(dim, flat.ndim)
+    indices = _reduce(op, flat, (dim,), True, dtypes.int32)
+    values = flat.gather(dim, indices)
+    shape = _kept_shape(x.shape, (dim,)) if keepdim else tuple(s for d, s in enumerate(x.shape) if d != dim)
+    return MinMax(values.reshape(shape), indices.reshape(shape))
 
 
 def _arg(op, x, dim, keepdim):
     if dim is not None and x.ndim == 0:
         wrap_dim(dim, 0)           # 0 and -1 are valid for a 0-d tensor, as in torch
         dim = None
-    if dim is None:
-        out = _reduce(op, x.reshape(-1), (0,), False, dtypes.int32)
+    if dim is None:   # over every dim at once (no flattening copy, which a strided uint8 view could not make)
+        out = _reduce(op, x, tuple(range(x.ndim)), False, dtypes.int32)
         return out.reshape((1,) * x.ndim) if keepdim else out
     return _reduce(op, x, (wrap_dim(dim, x.ndim),), keepdim, dtypes.int32)
 

@@ -50,6 +50,17 @@ def _groups(count, size=256):
     return max(1, -(-count // size))
 
 
+# Reduced elements per reduce workgroup (64 threads, 256 each): bigger reductions take two passes.
+REDUCE_SPAN = 64 * 256
+# Reductions this short take one thread per output rather than a workgroup (reduce.wgsl per_thread).
+PER_THREAD_REDUCE = 32
+# Index positions one scatter_add dispatch sums per output (each thread loops over them).
+SCATTER_SPAN = 4096
+# The longest inner dimension one matmul dispatch walks on a software adapter, whose shader loops
+# stop after ~65535 iterations (longer products are summed from pieces).
+SOFTWARE_MATMUL_K = 16384
+
+
 class MatmulTiles(collections.namedtuple("MatmulTiles", "wx wy tm tn bk")):
     """A matmul kernel's shape (shaders/matmul.wgsl): wx x wy threads, each computing tm x tn
     outputs, stepping bk along K."""
@@ -140,8 +151,13 @@ class WebGPUBackend:
 
     # ---- host transfer ----
     def empty(self, numel, dtype):
+        return self._empty((numel,), dtype)
+
+    def _empty(self, shape, dtype):
+        """A buffer for a tensor of this shape; shape only names the tensor in a too-large error."""
         _check_gpu_dtype(dtype, "tensors of")
-        return self.runtime.alloc(max(4, math.ceil(numel * dtype.gpu_itemsize / 4) * 4))
+        nbytes = max(4, math.ceil(math.prod(shape) * dtype.gpu_itemsize / 4) * 4)
+        return self.runtime.alloc(nbytes, lambda: f"a {dtype.name} tensor of shape {tuple(shape)}")
 
     def upload(self, raw, dtype):
         raw = memoryview(raw).cast("B")
@@ -178,7 +194,7 @@ class WebGPUBackend:
             raise TypeError(f"webgpu: {op.name} cannot produce uint8 (GPU kernels write 32-bit words); "
                             "convert with .float() or .int() first")
         numel = math.prod(shape)
-        storage = out._storage if out is not None else self.empty(numel, out_dtype)
+        storage = out._storage if out is not None else self._empty(shape, out_dtype)
         if numel == 0:
             return storage
         tensors = [a for a in args if hasattr(a, "_storage")]
@@ -235,21 +251,47 @@ class WebGPUBackend:
         kept = [d for d in range(x.ndim) if d not in dims]
         n_out = math.prod(x.shape[d] for d in kept)
         n_red = math.prod(x.shape[d] for d in dims)
-        storage = self.empty(n_out, out_dtype)
+        chunks = max(1, -(-n_red // REDUCE_SPAN))
+        if chunks == 1 or n_out == 0:
+            return self._reduce_pass(op, x, kept, dims, out_dtype, n_out, n_red, 1)
+        # Two passes: each chunk's result, then those reduced per output. An arg op's chunks give
+        # the index they picked; the second pass compares x at those indices.
+        if op.arg:
+            picked = self._reduce_pass(op, x, kept, dims, dtypes.int32, n_out, n_red, chunks)
+            return self._reduce_pass(op, x, kept, dims, out_dtype, n_out, chunks, 1, picked=picked)
+        partial_dtype = dtypes.float32 if x.dtype.is_floating_point else dtypes.int32
+        partial = self._reduce_pass(op, x, kept, dims, partial_dtype, n_out, n_red, chunks)
+        from ..._tensor import Tensor
+        return self.reduce(op, Tensor(partial, (n_out, chunks), partial_dtype, "webgpu"), (1,), out_dtype)
+
+    def _reduce_pass(self, op, x, kept, dims, out_dtype, n_out, count, chunks, picked=None):
+        """One dispatch of shaders/reduce.wgsl: `chunks` workgroups per output, each reducing up to
+        REDUCE_SPAN of the `count` positions (reduced indices, or the chunks' picked indices)."""
+        storage = self._empty((n_out * chunks,), out_dtype)
         if n_out == 0:
             return storage
         compute = "f32" if x.dtype.is_floating_point else "i32"
         load = "byte_at(x[at >> 2u], at)" if x.dtype is dtypes.uint8 else "x[at]"
-        key = ("reduce", op.name, x.dtype.name, out_dtype.name)
-        store = "out[o] = i32(at);" if op.arg else f"out[o] = {out_dtype.wgsl}(acc);"
+        per_thread = chunks == 1 and count <= PER_THREAD_REDUCE
+        entry = "per_thread" if per_thread else "main"
+        key = ("reduce", op.name, x.dtype.name, out_dtype.name, picked is not None, entry)
+        store = "out[w] = i32(at);" if op.arg else f"out[w] = {out_dtype.wgsl}(acc);"
+        if picked is None:
+            picked_binding, index = "", "let j = k;"
+        else:
+            picked_binding = "@group(0) @binding(3) var<storage, read> picked: array<i32>;"
+            index = "let c = picked[o * p[1] + k];\n            if (c < 0) { continue; }\n            let j = u32(c);"
         pipeline = self.runtime.pipeline(key, lambda: fill(
             "reduce", compute=compute, out_type=out_dtype.wgsl, in_type=x.dtype.wgsl, load=f"T({load})",
             lowest=_LOWEST[compute], highest=_HIGHEST[compute], identity=op.identity,
-            combine=op.combine, store=store))
-        words = [n_out, n_red, len(kept), len(dims), x._offset,
+            combine=op.combine, store=store, picked_binding=picked_binding, index=index),
+            entry=entry, bindings=("read_write", "read") + (("read",) if picked is not None else ()))
+        span = -(-count // chunks)
+        words = [n_out, count, len(kept), len(dims), x._offset, chunks, span,
                  *(x.shape[d] for d in kept), *(x._strides[d] for d in kept),
                  *(x.shape[d] for d in dims), *(x._strides[d] for d in dims)]
-        self.runtime.dispatch(pipeline, [storage, x._storage], words, n_out)
+        self.runtime.dispatch(pipeline, [storage, x._storage] + ([picked] if picked is not None else []),
+                              words, _groups(n_out, 64) if per_thread else n_out * chunks)
         return storage
 
     def matmul(self, a, b):
@@ -260,7 +302,9 @@ class WebGPUBackend:
         if k == 0:   # an empty sum: zeros
             from ...ops.creation import FILL
             return self.map(FILL, (0.0,), (count * m * n,), a.dtype, a.dtype)
-        storage = self.empty(count * m * n, a.dtype)
+        if self.is_software and k > SOFTWARE_MATMUL_K:
+            return self._matmul_in_pieces(a, b)
+        storage = self._empty((*batch, m, n), a.dtype)
         if count * m * n == 0:
             return storage
         tiles = matmul_tiles(m, n, self.is_software, self.runtime.limits["max_compute_workgroup_storage_size"])
@@ -277,22 +321,42 @@ class WebGPUBackend:
                               (_groups(n, tiles.wx * tiles.tn), _groups(m, tiles.wy * tiles.tm), count))
         return storage
 
+    def _matmul_in_pieces(self, a, b):
+        from ...ops.elementwise import ADD
+        from ..._tensor import Tensor
+        shape = a.shape[:-1] + (b.shape[-1],)
+        total = None
+        for start in range(0, a.shape[-1], SOFTWARE_MATMUL_K):
+            piece = slice(start, start + SOFTWARE_MATMUL_K)
+            part = Tensor(self.matmul(a[..., piece], b[..., piece, :]), shape, a.dtype, "webgpu")
+            total = part if total is None else Tensor(self.map(ADD, (total, part), shape, a.dtype, a.dtype),
+                                                      shape, a.dtype, "webgpu")
+        return total._storage
+
     def gather(self, x, dim, index):
         return self._gather_kernel("gather", x.dtype, index.shape, [x, index], [
             x.shape[dim], math.prod(index.shape[dim + 1:]), *index.shape,
             x._offset, *x._strides, index._offset, *index._strides], dim)
 
     def scatter_add(self, grad, dim, index, shape):
-        return self._gather_kernel("scatter_add", grad.dtype, shape, [grad, index], [
-            index.shape[dim], 0, *shape, *index.shape,
-            index._offset, *index._strides, grad._offset, *grad._strides], dim)
+        """Each output sums over the index's positions along dim, in pieces of SCATTER_SPAN
+        positions (lavapipe ends longer loops early), the later pieces adding to the first's."""
+        storage = None
+        for start in range(0, max(1, index.shape[dim]), SCATTER_SPAN):
+            size = min(SCATTER_SPAN, index.shape[dim] - start)
+            piece = (*index.shape[:dim], size, *index.shape[dim + 1:])
+            storage = self._gather_kernel("scatter_add", grad.dtype, shape, [grad, index], [
+                size, int(storage is not None), *shape, *piece,
+                index._offset + start * index._strides[dim], *index._strides,
+                grad._offset + start * grad._strides[dim], *grad._strides], dim, storage)
+        return storage
 
-    def _gather_kernel(self, entry, dtype, shape, inputs, words, dim):
+    def _gather_kernel(self, entry, dtype, shape, inputs, words, dim, storage=None):
         _check_gpu_dtype(dtype, f"{entry} of")
         if dtype is dtypes.uint8:
             raise TypeError(f"webgpu: {entry} of uint8 tensors is not supported; convert with .int() first")
         numel = math.prod(shape)
-        storage = self.empty(numel, dtype)
+        storage = storage if storage is not None else self._empty(shape, dtype)
         if numel:
             pipeline = self.runtime.pipeline(("gather", entry, dtype.name), lambda: fill("gather", type=dtype.wgsl),
                                              entry=entry, bindings=("read_write", "read", "read"))
@@ -300,11 +364,33 @@ class WebGPUBackend:
                                   [numel, len(shape), dim] + words, _groups(numel))
         return storage
 
+    def cross_entropy(self, logits, labels):
+        """(loss, lse) per row of (N, C) logits against int labels: shaders/cross_entropy.wgsl."""
+        rows = logits.shape[0]
+        loss, lse = self.empty(rows, logits.dtype), self.empty(rows, logits.dtype)
+        if rows:
+            pipeline = self.runtime.pipeline(("cross_entropy", "forward"), lambda: fill("cross_entropy"),
+                                             entry="forward", bindings=("read_write", "read_write", "read", "read"))
+            self.runtime.dispatch(pipeline, [loss, lse, logits._storage, labels._storage],
+                                  _cross_entropy_words(logits, labels), rows)
+        return loss, lse
+
+    def cross_entropy_backward(self, logits, labels, lse, grad):
+        numel = logits.numel()
+        out = self.empty(numel, logits.dtype)
+        if numel:
+            pipeline = self.runtime.pipeline(("cross_entropy", "backward"), lambda: fill("cross_entropy"),
+                                             entry="backward", bindings=("read_write", "read_write") + ("read",) * 3)
+            self.runtime.dispatch(pipeline, [out, lse._storage, logits._storage, labels._storage, grad._storage],
+                                  _cross_entropy_words(logits, labels) + [grad._offset, grad._strides[0]],
+                                  _groups(numel))
+        return out
+
     def fold(self, g, shape, kernel, stride, dilation):
         """Sum the sliding-window view g (N, C, kh, kw, Ho, Wo) back into an (N, C, H, W) tensor."""
         _check_gpu_dtype(g.dtype, "fold of")
         numel = math.prod(shape)
-        storage = self.empty(numel, g.dtype)
+        storage = self._empty(shape, g.dtype)
         if numel:
             pipeline = self.runtime.pipeline(("fold",), lambda: fill("fold"))
             words = [numel, shape[2], shape[3], *kernel, *g.shape[4:], *stride, *dilation, shape[1],
@@ -322,6 +408,18 @@ class WebGPUBackend:
             def words():
                 return [numel, *draw(), int(normal)]
             self.runtime.dispatch(pipeline, [storage], words(), _groups(numel), refresh=words)
+        return storage
+
+    def permutation(self, n, half, draw):
+        """randperm(n) as int32 (shaders/random.wgsl's permutation); draw() as for random."""
+        storage = self.empty(n, dtypes.int32)
+        if n:
+            pipeline = self.runtime.pipeline(("random", "permutation"), lambda: fill("random"),
+                                             entry="permutation", bindings=("read_write",))
+
+            def words():
+                return [n, *draw(), half]
+            self.runtime.dispatch(pipeline, [storage], words(), _groups(n), refresh=words)
         return storage
 
     def optimizer_step(self, kind, param, grad, states, hyper):
@@ -346,6 +444,10 @@ class WebGPUBackend:
 
     def memory_stats(self):
         return self.runtime.memory_stats()
+
+
+def _cross_entropy_words(logits, labels):
+    return [*logits.shape, logits._offset, *logits._strides, labels._offset, labels._strides[0]]
 
 
 def _contiguous(shape):

@@ -16,24 +16,40 @@ from pyodide.ffi import JsException, run_sync, to_js
 
 import webgrad_bridge
 
-from .runtime import word_aligned
+from .runtime import DeviceLost, word_aligned
+
+_LOST = "device-lost: "   # how bridge.js starts every error once the device is lost
 
 
 def _align4(n):
     return (n + 3) & ~3
 
 
-def _await(promise):
+def _python_error(e, what="webgrad: "):
+    """The exception to raise for a JS error: DeviceLost for a lost device, else a RuntimeError."""
+    if _LOST in e.message:
+        return DeviceLost(e.message.split(_LOST, 1)[1])
+    return RuntimeError(what + e.message)
+
+
+def _call(fn, *args):
     try:
-        return run_sync(promise)
+        return fn(*args)
     except JsException as e:
-        raise RuntimeError(f"webgrad: {e.message}") from None
+        raise _python_error(e) from None
+
+
+def _await(promise_fn, *args):
+    try:
+        return run_sync(promise_fn(*args))
+    except JsException as e:
+        raise _python_error(e) from None
 
 
 class BrowserDriver:
     def __init__(self):
         self._bridge = webgrad_bridge.bridge
-        init = json.loads(_await(self._bridge.init()))
+        init = json.loads(_await(self._bridge.init))
         self.info = init["info"]
         self.limits = init["limits"]
         self.is_software = init["isSoftware"]
@@ -41,18 +57,18 @@ class BrowserDriver:
     # ---- buffers
 
     def create_buffer(self, size):
-        return self._bridge.createBuffer(max(4, _align4(size)))
+        return _call(self._bridge.createBuffer, max(4, _align4(size)))
 
     def write_buffer(self, handle, offset, data):
         start, data = word_aligned(offset, data, lambda at: self.read_buffer(handle, at, 4))
         if data:
-            self._bridge.writeBuffer(handle, start, to_js(data))
+            _call(self._bridge.writeBuffer, handle, start, to_js(data))
 
     def read_buffer(self, handle, offset, size):
         if size == 0:
             return b""
         start, end = offset & ~3, _align4(offset + size)
-        data = _await(self._bridge.readBuffer(handle, start, end - start)).to_bytes()
+        data = _await(self._bridge.readBuffer, handle, start, end - start).to_bytes()
         return data[offset - start : offset - start + size]
 
     def destroy_buffer(self, handle):
@@ -64,7 +80,7 @@ class BrowserDriver:
         try:
             return run_sync(self._bridge.createPipeline(label, wgsl, entry, ",".join(bindings)))
         except JsException as e:
-            raise RuntimeError(f"webgrad: WebGPU kernel '{label}' failed to compile:\n{e.message}") from None
+            raise _python_error(e, f"webgrad: WebGPU kernel '{label}' failed to compile:\n") from None
 
     # ---- execution
 
@@ -77,7 +93,7 @@ class BrowserDriver:
             records.extend(buffers)
         if len(params) % 4:
             params = bytes(params) + bytes(4 - len(params) % 4)
-        self._bridge.submit(to_js(memoryview(params)), to_js(records))
+        _call(self._bridge.submit, to_js(memoryview(params)), to_js(records))
 
     def sync(self):
-        _await(self._bridge.sync())
+        _await(self._bridge.sync)

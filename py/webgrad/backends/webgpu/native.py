@@ -9,12 +9,14 @@ into one shared "params arena" buffer, selected per dispatch with a dynamic offs
 follow at @binding(1), @binding(2), ...
 """
 
+import functools
 import itertools
+import re
 
 import wgpu
 from wgpu.backends.wgpu_native._ffi import ffi as _ffi, lib as _lib
 
-from .runtime import word_aligned
+from .runtime import DeviceLost, word_aligned
 
 PARAMS_BYTES = 256  # one dispatch's parameter block (256 is also the largest legal offset alignment)
 
@@ -54,7 +56,34 @@ def _align4(n):
     return (n + 3) & ~3
 
 
+# wgpu-py 0.32 does not implement GPUDevice.lost and only logs wgpu-native's lost callback; a call on
+# a lost device fails with a validation error that says so, which is how the driver learns of it.
+_LOST = re.compile(r"device is lost|device lost", re.IGNORECASE)
+
+
+def _on_device(method):
+    """A driver call that needs the device: once it is lost, this and every later call raise
+    DeviceLost (not a wgpu error from deep inside, nor a hang)."""
+
+    @functools.wraps(method)
+    def call(self, *args):
+        if self.lost:
+            raise DeviceLost(self.lost)
+        try:
+            return method(self, *args)
+        except wgpu.GPUError as e:
+            if not _LOST.search(str(e)):
+                raise
+            self.lost = str(e).strip().splitlines()[-1].strip()
+            raise DeviceLost(self.lost) from None
+    return call
+
+
 class NativeDriver:
+    # Bind groups kept for reuse. Pooled buffers meet in ever new combinations over a long run, so
+    # the cache starts over when it is past this size (at a submit, when no pass is using it).
+    BIND_GROUPS_KEPT = 16384
+
     def __init__(self):
         try:
             adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
@@ -76,6 +105,7 @@ class NativeDriver:
             "driver": ai["description"],
         }
         self.is_software = ai["adapter_type"] == "CPU"  # lavapipe / SwiftShader
+        self.lost = None  # why the device was lost, once it is
         self.limits = {k.replace("-", "_"): self._device.limits[k] for k in _REPORTED_LIMITS}
 
         self._handles = itertools.count(1)
@@ -91,6 +121,7 @@ class NativeDriver:
 
     # ---- buffers
 
+    @_on_device
     def create_buffer(self, size):
         handle = next(self._handles)
         self._buffers[handle] = self._device.create_buffer(
@@ -99,11 +130,13 @@ class NativeDriver:
         )
         return handle
 
+    @_on_device
     def write_buffer(self, handle, offset, data):
         start, data = word_aligned(offset, data, lambda at: self.read_buffer(handle, at, 4))
         if data:
             self._queue.write_buffer(self._buffers[handle], start, data)
 
+    @_on_device
     def read_buffer(self, handle, offset, size):
         if size == 0:
             return b""
@@ -123,6 +156,7 @@ class NativeDriver:
 
     # ---- pipelines
 
+    @_on_device
     def create_pipeline(self, label, wgsl, entry, bindings):
         bindings = tuple(bindings)
         _, pipeline_layout = self._layout(bindings)
@@ -135,6 +169,8 @@ class NativeDriver:
                 label=label, layout=pipeline_layout, compute={"module": module, "entry_point": entry}
             )
         except wgpu.GPUError as e:
+            if _LOST.search(str(e)):
+                raise
             raise RuntimeError(f"webgrad: WebGPU kernel '{label}' failed to compile:\n{e}") from e
         handle = next(self._handles)
         self._pipelines[handle] = (pipeline, bindings)
@@ -155,6 +191,7 @@ class NativeDriver:
 
     # ---- execution
 
+    @_on_device
     def submit(self, params, dispatches):
         if not dispatches:
             return
@@ -165,6 +202,8 @@ class NativeDriver:
             self._grow_arena(needed)
         if params:
             self._queue.write_buffer(self._arena, 0, params)
+        if len(self._bind_groups) > self.BIND_GROUPS_KEPT:
+            self._forget_bind_groups()
 
         encoder = self._device.create_command_encoder()
         cpass = encoder.begin_compute_pass()
@@ -191,7 +230,9 @@ class NativeDriver:
             size=1 << (needed - 1).bit_length(),
             usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST,
         )
-        # Every cached bind group binds the old arena.
+        self._forget_bind_groups()   # every cached bind group binds the old arena
+
+    def _forget_bind_groups(self):
         self._bind_groups.clear()
         self._bind_groups_of.clear()
 
@@ -210,6 +251,7 @@ class NativeDriver:
                 self._bind_groups_of.setdefault(h, set()).add(key)
         return group
 
+    @_on_device
     def sync(self):
         # queue.on_submitted_work_done_sync() is broken in wgpu-py 0.32 (its callback type does not
         # match the bundled wgpu-native), so fence instead: a readback is queued behind all submitted

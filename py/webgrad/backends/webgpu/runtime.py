@@ -11,9 +11,19 @@ from collections import defaultdict
 PARAMS_BYTES = 256
 PARAMS_WORDS = PARAMS_BYTES // 4
 MAX_QUEUED = 1024
+POOL_LIMIT = 256 << 20
 _ZERO_BLOCK = bytes(PARAMS_BYTES)
 _F32 = struct.Struct("<f")
 _U32 = struct.Struct("<I")
+
+
+class DeviceLost(RuntimeError):
+    """The GPU device is gone (a driver reset, the browser reclaiming it, device.destroy()); so are
+    its buffers, and with them every webgpu tensor."""
+
+    def __init__(self, reason):
+        super().__init__(f"webgpu: the GPU device was lost: {reason}; its tensors are gone with it: "
+                         f"restart the program (in the playground: reload the page) to recreate the device")
 
 
 def f32_bits(value):
@@ -81,13 +91,24 @@ class Runtime:
         self._params = bytearray()
         self._recording = None
         self.live_buffers = self.live_bytes = self.pool_bytes = self.peak_bytes = 0
+        # A tensor's buffer is bound whole by the kernels that read it, so it may be no larger.
+        self.max_tensor_bytes = min(self.limits["max_storage_buffer_binding_size"], self.limits["max_buffer_size"])
+        # Freed buffers kept for reuse, at most this many bytes; the rest are destroyed.
+        self.pool_limit = POOL_LIMIT
 
     # ---- buffers ----
-    def alloc(self, nbytes):
-        limit = self.limits["max_storage_buffer_binding_size"]
+    def alloc(self, nbytes, what=None):
+        """A buffer of at least nbytes. Larger than a kernel can bind raises here, before any GPU
+        call; what() names the tensor in that error."""
+        limit = self.max_tensor_bytes
         if nbytes > limit:
-            raise RuntimeError(f"webgpu: a tensor of {nbytes} bytes exceeds this adapter's "
-                               f"maxStorageBufferBindingSize of {limit} bytes")
+            tensor = what() if what else f"a tensor of {nbytes} bytes"
+            raise RuntimeError(
+                f"webgpu: {tensor} needs {nbytes} bytes ({nbytes / 2**20:.1f} MiB), more than the "
+                f"{limit} bytes ({limit / 2**20:.1f} MiB) this adapter lets a kernel bind "
+                f"(maxStorageBufferBindingSize {self.limits['max_storage_buffer_binding_size']}, "
+                f"maxBufferSize {self.limits['max_buffer_size']}); split it into smaller tensors or "
+                f"use the cpu device")
         size = _size_class(nbytes)
         if size > limit:
             size = (nbytes + 255) & ~255
@@ -134,7 +155,13 @@ class Runtime:
         handle = self._pipelines.get(key)
         if handle is None:
             label = f"{key[0]}:{entry}"
-            handle = self.driver.create_pipeline(label, make_source(), entry, bindings)
+            try:
+                handle = self.driver.create_pipeline(label, make_source(), entry, bindings)
+            except DeviceLost:
+                raise
+            except RuntimeError as e:   # the compiler's diagnostic, with which kernel it was
+                raise RuntimeError(f"webgpu: kernel {key} (shaders/{key[0]}.wgsl, entry point '{entry}') "
+                                   f"failed to compile: {e}") from None
             self._pipelines[key] = handle
         return handle
 
@@ -178,10 +205,14 @@ class Runtime:
             self.driver.submit(bytes(self._params), self._queue)
             self._queue = []
             self._params = bytearray()
-        # submitted: later work (and buffer uploads, which the queue orders after it) may reuse these
+        # submitted: later work (and buffer uploads, which the queue orders after it) may reuse these;
+        # past the pool's limit they are destroyed (WebGPU frees them once the submitted work is done)
         for size, handle in self._released:
-            self._free[size].append(handle)
-            self.pool_bytes += size
+            if self.pool_bytes + size <= self.pool_limit:
+                self._free[size].append(handle)
+                self.pool_bytes += size
+            else:
+                self.driver.destroy_buffer(handle)
         self._released = []
 
     def sync(self):
@@ -214,5 +245,8 @@ class Runtime:
             self.flush()
 
     def memory_stats(self):
+        """Bytes are whole buffers (tensors get a size class: see _size_class). live: held by
+        tensors (or a jit recording); pool: freed, kept for reuse; peak: the most ever live."""
         return {"live_buffers": self.live_buffers, "live_bytes": self.live_bytes,
-                "pool_bytes": self.pool_bytes, "peak_bytes": self.peak_bytes}
+                "pool_buffers": sum(len(handles) for handles in self._free.values()),
+                "pool_bytes": self.pool_bytes, "pool_limit": self.pool_limit, "peak_bytes": self.peak_bytes}
