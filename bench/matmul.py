@@ -13,8 +13,11 @@ import numpy as np
 import webgrad as wg
 from webgrad.backends.webgpu import backend
 
-SQUARE = [512, 1024, 2048, 4096]
-MLP_SHAPES = [(128, 784, 512), (128, 512, 10), (784, 128, 512), (128, 784, 128)]   # m, k, n
+# (batch, m, k, n): squares, an MLP step's products, and the CNN's second convolution as im2col
+# products (forward, input gradient, weight gradient) at batch 128
+SHAPES = [(1, s, s, s) for s in (512, 1024, 2048, 4096)] + [
+    (1, 128, 784, 512), (1, 128, 512, 10), (1, 784, 128, 512), (1, 128, 784, 128),
+    (128, 64, 288, 196), (128, 288, 64, 196), (128, 64, 196, 288)]
 CONFIGS = [backend.MatmulTiles(16, 16, 8, 8, 8), backend.MatmulTiles(16, 16, 8, 8, 16),
            backend.MatmulTiles(16, 16, 4, 4, 16), backend.MatmulTiles(8, 8, 4, 4, 16),
            backend.MatmulTiles(8, 32, 4, 4, 8), backend.MatmulTiles(16, 8, 8, 8, 8),
@@ -51,28 +54,29 @@ def main():
     print(f"webgrad on {info['name']} ({info['backend']}), PyTorch {torch.__version__} on "
           f"{torch.cuda.get_device_name()}, f32, TF32 off")
     rng = np.random.default_rng(0)
-    print(f"{'m x k x n':>18} {'webgrad TFLOP/s':>16} {'cuBLAS TFLOP/s':>15} {'ratio':>6}   tiles")
-    for m, k, n in [(s, s, s) for s in SQUARE] + MLP_SHAPES:
-        a_np = rng.standard_normal((m, k), dtype=np.float32)
-        b_np = rng.standard_normal((k, n), dtype=np.float32)
+    print(f"{'batch x m x k x n':>22} {'webgrad TFLOP/s':>16} {'cuBLAS TFLOP/s':>15} {'ratio':>6}   tiles")
+    for batch, m, k, n in SHAPES:
+        a_np = rng.standard_normal((batch, m, k), dtype=np.float32)
+        b_np = rng.standard_normal((batch, k, n), dtype=np.float32)
         a, b = wg.tensor(a_np, device="webgpu"), wg.tensor(b_np, device="webgpu")
         ta, tb = torch.from_numpy(a_np).cuda(), torch.from_numpy(b_np).cuda()
         expected = (ta.double() @ tb.double()).cpu().numpy()
         error = np.abs((a @ b).numpy() - expected).max() / np.abs(expected).max()
         if error > 1e-5:
-            raise SystemExit(f"{m}x{k}x{n}: webgrad's product is off by {error:.2e} (relative to its max)")
-        flops = 2 * m * n * k
+            raise SystemExit(f"{batch}x{m}x{k}x{n}: webgrad's product is off by {error:.2e} (relative to its max)")
+        flops = 2 * batch * m * n * k
         theirs = flops / timed(lambda: ta @ tb, torch.cuda.synchronize) / 1e12
-        chosen = backend.matmul_tiles(m, n, False, wg.get_backend("webgpu").runtime.limits["max_compute_workgroup_storage_size"])
+        chosen = backend.matmul_tiles(m, n, batch, False,
+                                      wg.get_backend("webgpu").runtime.limits["max_compute_workgroup_storage_size"])
         ours = flops / webgrad_seconds(a, b) / 1e12
-        print(f"{f'{m}x{k}x{n}':>18} {ours:16.2f} {theirs:15.2f} {ours / theirs:6.3f}   {tuple(chosen)}")
+        print(f"{f'{batch}x{m}x{k}x{n}':>22} {ours:16.2f} {theirs:15.2f} {ours / theirs:6.3f}   {tuple(chosen)}")
         if args.sweep:
             choose = backend.matmul_tiles
             for tiles in CONFIGS:
-                backend.matmul_tiles = lambda m_, n_, software, limit, tiles=tiles: tiles
+                backend.matmul_tiles = lambda m_, n_, batch_, software, limit, tiles=tiles: tiles
                 error = np.abs((a @ b).numpy() - expected).max() / np.abs(expected).max()
                 tflops = flops / webgrad_seconds(a, b) / 1e12
-                print(f"{'':>18} {tflops:16.2f} {'':>15} {tflops / theirs:6.3f}   {tuple(tiles)}"
+                print(f"{'':>22} {tflops:16.2f} {'':>15} {tflops / theirs:6.3f}   {tuple(tiles)}"
                       f"{'' if error <= 1e-5 else f'  WRONG: off by {error:.1e}'}")
             backend.matmul_tiles = choose
 

@@ -174,3 +174,20 @@ def test_without_webgpu_the_page_says_how_to_get_it(page, site_url):
     assert page.is_disabled("[data-testid=train]") and page.is_disabled("[data-testid=run-code]")
     page.select_option("[data-testid=dataset]", "xor")  # the controls still work (and raise nothing)
     assert "dataset=xor" in page.url
+
+
+def test_a_lost_device_is_reported_with_a_reload(page, open_playground):
+    open_playground()
+    # destroy the device under Python, as a driver reset would; the next op must fail clearly
+    page.fill("[data-testid=code]", "import webgrad as wg\nfrom webgrad_bridge import bridge\n"
+                                    "x = wg.ones(4, device='webgpu')\nbridge.device.destroy()\n"
+                                    "print('sum', (x + 1).sum().item())\n")
+    page.click("[data-testid=run-code]")
+    page.wait_for_selector("#gpu-lost", state="visible", timeout=20_000)
+    assert "reload" in text(page, "status").lower()
+    assert "destroyed" in page.text_content("#gpu-lost-reason").lower()
+    assert "sum" not in text(page, "output")
+    with page.expect_navigation():
+        page.click("#gpu-lost-reload")
+    wait_for(page, "document.querySelector('[data-testid=adapter]').textContent.length > 1", 60)
+    assert page.is_hidden("#gpu-lost")

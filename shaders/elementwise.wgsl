@@ -59,6 +59,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         @builtin(local_invocation_index) li: u32) {
     let i = flat_id(wg, nwg) * 256u + li;
     if (i >= p[0]) { return; }
-    let nd = p[1];
 {{body}}
 }

@@ -101,7 +101,7 @@ def test_matmul_every_tile_size_and_layout(tiles, layout, monkeypatch):
     """Every tile configuration the adapter may pick, on sizes that leave partial tiles at each
     edge, with each operand staged along its contiguous dim."""
     from webgrad.backends.webgpu import backend
-    monkeypatch.setattr(backend, "matmul_tiles", lambda m, n, is_software, workgroup_limit: backend.MatmulTiles(*tiles))
+    monkeypatch.setattr(backend, "matmul_tiles", lambda m, n, batch, is_software, workgroup_limit: backend.MatmulTiles(*tiles))
     m, k, n = (int(v) for v in rng().integers(1, 200, size=3))
     a = randn(k, m) if layout.startswith("a.T") else randn(m, k)
     b = randn(n, k) if layout.endswith("b.T") else randn(k, n)
@@ -117,3 +117,12 @@ def test_matmul_with_a_long_inner_dimension(device):
     a, b = randn(3, 40_000), randn(40_000, 5)
     expected = a.astype(np.float64) @ b
     assert_close((wg_tensor(a, device) @ wg_tensor(b, device)).numpy(), expected, atol=2e-3, rtol=1e-4)
+
+
+def test_tile_choice_fits_the_adapter_for_any_shape():
+    from webgrad.backends.webgpu import backend
+    for m, n, batch in [(1, 1, 1), (1, 5000, 1), (3000, 2, 1), (64, 196, 128), (4096, 4096, 1), (0, 7, 3)]:
+        for limit in (16384, 49152):
+            tiles = backend.matmul_tiles(m, n, batch, False, limit)
+            assert tiles.workgroup_bytes <= limit and tiles.wx * tiles.wy <= 256, (m, n, batch, limit, tiles)
+    assert backend.matmul_tiles(4096, 4096, 1, True) == backend.matmul_tiles(1, 1, 1, True)   # software: one size

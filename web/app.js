@@ -1,13 +1,19 @@
-// The playground page: controls, URL state, plots. Python and the GPU run in worker.js.
+// The page: two views (tabs) over one worker. This file is the toy playground's view (controls,
+// URL state, plots) and the tabs; mnist.js is the MNIST view. Python and the GPU run in worker.js.
 import uPlot from './uplot/uPlot.esm.js';
+import { mnistView } from './mnist.js';
 import { CHOICES, DEFAULTS, fromHash, parseHidden, scriptFor, toHash } from './script.js';
 
 const $ = (id) => document.getElementById(id);
 const COLORS = { 0: [245, 147, 34], 1: [8, 119, 189] };  // class 0 orange, class 1 blue
 const GRID = 50;                                          // playground.py's GRID
 
-let config = fromHash(location.hash);
+// The URL hash holds the shown view's settings; "view=mnist" marks the MNIST view's.
+const VIEWS = ['playground', 'mnist'];
+let view = new URLSearchParams(location.hash.slice(1)).get('view') === 'mnist' ? 'mnist' : 'playground';
+let config = fromHash(view === 'playground' ? location.hash : '');
 let worker = null;
+let ready = false;           // the worker has Python and the GPU
 let playing = false;
 let points = null;           // {extent, rows: [[x, y, label, isTest]...]}
 let lastProbs = null;        // the last frame's p(class 1) on the grid
@@ -113,12 +119,15 @@ function print(text, kind) {
 const handlers = {
   status: ({ text }) => setStatus(text),
   'no-webgpu': ({ reason }) => noWebGPU(reason),
+  'device-lost': ({ reason }) => gpuLost(reason),
   ready({ adapter, loadMs }) {
     const name = adapter.name && adapter.name !== adapter.architecture ? adapter.name : `${adapter.vendor} ${adapter.architecture}`;
     $('adapter').textContent = name + (adapter.adapter_type === 'CPU' ? ' (software)' : '');
     setStatus(`Ready in ${(loadMs / 1000).toFixed(1)} s: press Play`);
     setBusy(false);
     load($('code').value);
+    ready = true;
+    if (view === 'mnist') mnist.start();
   },
   points({ data }) {
     const [extent, nTrain] = data;
@@ -166,11 +175,23 @@ const handlers = {
   },
 };
 
+// The device is gone and every tensor with it: stop, say so, and offer the one way back.
+function gpuLost(reason) {
+  $('gpu-lost').hidden = false;
+  $('gpu-lost-reason').textContent = `Reason given: ${reason}`;
+  $('gpu-lost-reload').onclick = () => location.reload();
+  setStatus('The GPU device was lost: reload the page', 'error');
+  mnist.handlers['mnist-error']({ text: 'The GPU device was lost: reload the page' });
+  worker?.terminate();
+  worker = null;
+}
+
 function noWebGPU(reason) {
   $('nogpu').hidden = false;
   $('nogpu-reason').textContent = reason;
   $('adapter').textContent = 'none';
   setStatus('No WebGPU in this browser', 'error');
+  mnist.handlers['mnist-error']({ text: 'No WebGPU in this browser' });
   worker?.terminate();
   worker = null;
 }
@@ -255,15 +276,41 @@ function makeChart() {
   new ResizeObserver(() => chart.setSize({ width: box.clientWidth, height: 150 })).observe(box);
 }
 
+// ---- tabs
+
+function showView() {
+  for (const v of VIEWS) {
+    $(`view-${v}`).hidden = v !== view;
+    $(`tab-${v}`).setAttribute('aria-selected', String(v === view));
+  }
+}
+
+function switchTo(name) {
+  if (name === view) return;
+  view = name;
+  showView();
+  if (name === 'mnist') {
+    if (playing) worker.postMessage({ type: 'pause' });  // one view trains at a time
+    if (ready) mnist.start();
+    history.replaceState(null, '', mnist.hash());
+  } else {
+    mnist.pause();
+    history.replaceState(null, '', toHash(config));
+  }
+}
+
 // ---- start
 
+const mnist = mnistView((message, transfer = []) => worker?.postMessage(message, transfer), location.hash);
+for (const v of VIEWS) $(`tab-${v}`).onclick = () => switchTo(v);
 setupControls();
 makeChart();
 drawBoundary();
+showView();
 if (!navigator.gpu) {
   noWebGPU('This browser does not expose WebGPU (navigator.gpu is missing).');
 } else {
   worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
-  worker.onmessage = ({ data }) => handlers[data.type](data);
+  worker.onmessage = ({ data }) => (handlers[data.type] ?? mnist.handlers[data.type])(data);
   worker.onerror = (e) => handlers.error({ text: `The worker failed: ${e.message}` });
 }

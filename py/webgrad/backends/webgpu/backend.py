@@ -71,18 +71,21 @@ class MatmulTiles(collections.namedtuple("MatmulTiles", "wx wy tm tn bk")):
 
 
 # Measured on an H100 over Vulkan (bench/matmul.py --sweep, bench/NOTES.md): the largest output
-# tile that still gives the GPU enough workgroups to fill it.
+# tile that still gives the GPU enough work (outputs over all batches), and wastes at most half a
+# tile on each matrix's edges.
 _MATMUL_BY_SIZE = ((128 * 128 * 64, MatmulTiles(16, 16, 8, 8, 8)),
                    (64 * 64 * 64, MatmulTiles(16, 16, 4, 4, 16)),
                    (0, MatmulTiles(8, 8, 4, 4, 16)))
 _MATMUL_SOFTWARE = MatmulTiles(8, 8, 4, 4, 16)   # a CPU rasterizer: few workgroups run at once
 
 
-def matmul_tiles(m, n, is_software, workgroup_limit=16384):
+def matmul_tiles(m, n, batch, is_software, workgroup_limit=16384):
     if is_software:
         return _MATMUL_SOFTWARE
-    return next(tiles for least, tiles in _MATMUL_BY_SIZE
-                if m * n >= least and tiles.workgroup_bytes <= workgroup_limit)
+    fits = (tiles for least, tiles in _MATMUL_BY_SIZE
+            if batch * m * n >= least and tiles.workgroup_bytes <= workgroup_limit
+            and 2 * m >= tiles.wy * tiles.tm and 2 * n >= tiles.wx * tiles.tn)
+    return next(fits, _MATMUL_BY_SIZE[-1][1])
 
 
 def _matmul_source(tiles, a_along_k, b_along_k):
@@ -200,11 +203,11 @@ class WebGPUBackend:
         tensors = [a for a in args if hasattr(a, "_storage")]
         layouts = [out] + tensors if out is not None else tensors
         contiguous = all(t.is_contiguous() for t in layouts)
-        key = ("elementwise", op.name, op.wgsl, compute.name, out_dtype.name, contiguous,
-               tuple((a.dtype.name if hasattr(a, "_storage") else "scalar") for a in args))
-        pipeline = self.runtime.pipeline(key, lambda: self._map_source(op, args, compute, out_dtype, contiguous),
-                                         bindings=("read_write",) + ("read",) * len(tensors))
         nd = 0 if contiguous else len(shape)
+        key = ("elementwise", op.name, op.wgsl, compute.name, out_dtype.name, nd,
+               tuple((a.dtype.name if hasattr(a, "_storage") else "scalar") for a in args))
+        pipeline = self.runtime.pipeline(key, lambda: self._map_source(op, args, compute, out_dtype, nd),
+                                         bindings=("read_write",) + ("read",) * len(tensors))
         words = [numel, nd, *(shape if nd else ())]
         words += [out._offset if out is not None else 0, *((out._strides if out is not None else
                                                              _contiguous(shape)) if nd else ())]
@@ -215,14 +218,24 @@ class WebGPUBackend:
         return storage
 
     @staticmethod
-    def _map_source(op, args, compute, out_dtype, contiguous):
+    def _map_source(op, args, compute, out_dtype, nd):
+        """The kernel for op over operands of nd strided dims (0: all contiguous). The element's
+        coordinates are found once, unrolled over the nd dims, and shared by every operand."""
         names = "abc"
         bindings = [f"@group(0) @binding(1) var<storage, read_write> out: array<{out_dtype.wgsl}>;"]
         body = []
+        if nd:
+            body.append("    var rest = i;")
+            for d in range(nd - 1, 0, -1):
+                body.append(f"    let c{d} = rest % p[{2 + d}u];")
+                body.append(f"    rest /= p[{2 + d}u];")
+            body.append("    let c0 = rest;")
 
         def element(slot):
-            layout = f"2u + nd + {slot}u * (1u + nd)"
-            return f"p[{layout}] + i" if contiguous else f"strided(i, nd, 2u, {layout})"
+            layout = 2 + nd + slot * (1 + nd)
+            if not nd:
+                return f"p[{layout}u] + i"
+            return f"p[{layout}u]" + "".join(f" + c{d} * p[{layout + 1 + d}u]" for d in range(nd))
 
         body.append(f"    let o = {element(0)};")
         n_tensors = sum(1 for a in args if hasattr(a, "_storage"))
@@ -237,7 +250,7 @@ class WebGPUBackend:
                 value = f"byte_at(in{slot}[e{slot} >> 2u], e{slot})" if a.dtype is dtypes.uint8 else f"in{slot}[e{slot}]"
                 body.append(f"    let {names[k]} = {value if raw else f'T({value})'};")
             else:
-                word = f"p[2u + nd + {n_tensors + 1}u * (1u + nd) + {scalar}u]"
+                word = f"p[{2 + nd + (n_tensors + 1) * (1 + nd) + scalar}u]"
                 body.append(f"    let {names[k]} = {word if compute.wgsl == 'u32' else f'bitcast<T>({word})'};")
                 scalar += 1
         body.append(f"    out[o] = {op.wgsl};")
@@ -307,7 +320,7 @@ class WebGPUBackend:
         storage = self._empty((*batch, m, n), a.dtype)
         if count * m * n == 0:
             return storage
-        tiles = matmul_tiles(m, n, self.is_software, self.runtime.limits["max_compute_workgroup_storage_size"])
+        tiles = matmul_tiles(m, n, count, self.is_software, self.runtime.limits["max_compute_workgroup_storage_size"])
         # Stage each operand along whichever of its dims is contiguous, so tile loads coalesce.
         a_along_k = a._strides[-1] <= a._strides[-2]
         b_along_k = b._strides[-2] < b._strides[-1]
