@@ -110,11 +110,12 @@ def adapter_name():
         return f"unavailable ({e})"
 
 
-def throughput_table(models, devices, batch_size, seconds, max_steps):
+def throughput_table(models, devices, batch_size, seconds, max_steps, rounds):
     import torch
     print(f"webgpu adapter: {adapter_name()}; PyTorch {torch.__version__}, {torch.get_num_threads()} CPU threads, "
           f"CUDA {'yes: ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'no'}")
-    print(f"training throughput, batch {batch_size}, Adam (images/s; ratio = webgrad / PyTorch)")
+    print(f"training throughput, batch {batch_size}, Adam (images/s, the best of {rounds} rounds taken in turn "
+          f"with PyTorch's, so both see the same machine; ratio = webgrad / PyTorch)")
     print(f"{'model':6s} {'device':10s} {'webgrad':>10s} {'steps':>6s}   {'torch dev':9s} {'PyTorch':>10s} {'ratio':>7s}")
     rows = []
     cache = {}
@@ -122,11 +123,14 @@ def throughput_table(models, devices, batch_size, seconds, max_steps):
         for device in devices:
             jit = device.endswith("+jit")
             device = device.removesuffix("+jit")
-            ours, steps = webgrad_throughput(name, device, batch_size, seconds, max_steps, jit=jit)
             tdev = torch_device_for(device)
-            if (name, tdev) not in cache:
-                cache[name, tdev] = torch_throughput(name, tdev, batch_size, seconds, max_steps)[0]
-            theirs = cache[name, tdev]
+            ours = steps = 0
+            for _ in range(rounds):
+                speed, steps = webgrad_throughput(name, device, batch_size, seconds, max_steps, jit=jit)
+                ours = max(ours, speed)
+                if len(cache.setdefault((name, tdev), [])) < rounds:
+                    cache[name, tdev].append(torch_throughput(name, tdev, batch_size, seconds, max_steps)[0])
+            theirs = max(cache[name, tdev])
             rows.append((name, device + "+jit" * jit, ours, tdev, theirs))
             print(f"{name:6s} {device + '+jit' * jit:10s} {ours:10.1f} {steps:6d}   {tdev:9s} {theirs:10.1f} {ours / theirs:7.3f}",
                   flush=True)
@@ -154,12 +158,13 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--seconds", type=float, default=5.0, help="time each measurement for about this long")
     parser.add_argument("--max-steps", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3, help="measure each side this many times, in turn")
     parser.add_argument("--full", action="store_true", help="also train 3 epochs and check the accuracy targets")
     parser.add_argument("--full-device", default=None, help="device of the --full runs (default: the default device)")
     parser.add_argument("--epochs", type=int, default=3)
     args = parser.parse_args(argv)
     models, devices = args.models.split(","), args.devices.split(",")
-    throughput_table(models, devices, args.batch_size, args.seconds, args.max_steps)
+    throughput_table(models, devices, args.batch_size, args.seconds, args.max_steps, args.rounds)
     if args.full:
         return 0 if full_runs(models, args.full_device or wg.default_device(), args.epochs) else 1
     return 0

@@ -10,10 +10,11 @@
 // Grid: (ceil(N/BN), ceil(M/BM), batches).
 // Params: [0] M, [1] N, [2] K, [3] batch ndim B, [4] A offset, [5] A row stride, [6] A col stride,
 // [7] B offset, [8] B row stride, [9] B col stride, then batch shape (B), A's batch strides (B),
-// B's batch strides (B).
+// B's batch strides (B), and with a bias its offset and stride (the store adds it, filled in below).
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<storage, read> a: array<f32>;
 @group(0) @binding(3) var<storage, read> b: array<f32>;
+{{bias}}
 
 const WX: u32 = {{wx}}u;
 const WY: u32 = {{wy}}u;

@@ -126,3 +126,34 @@ def test_tile_choice_fits_the_adapter_for_any_shape():
             tiles = backend.matmul_tiles(m, n, batch, False, limit)
             assert tiles.workgroup_bytes <= limit and tiles.wx * tiles.wy <= 256, (m, n, batch, limit, tiles)
     assert backend.matmul_tiles(4096, 4096, 1, True) == backend.matmul_tiles(1, 1, 1, True)   # software: one size
+
+
+@pytest.mark.parametrize("tiles", [(16, 16, 8, 8, 8), (16, 16, 4, 4, 16), (8, 8, 4, 4, 16)], ids=str)
+@pytest.mark.parametrize("bias_dim", [-1, -2])
+def test_matmul_with_bias_in_the_same_kernel(tiles, bias_dim, monkeypatch):
+    from webgrad.backends.webgpu import backend
+    from webgrad.ops.matmul import matmul_with_bias
+    monkeypatch.setattr(backend, "matmul_tiles", lambda m, n, batch, is_software, workgroup_limit: backend.MatmulTiles(*tiles))
+    batch, m, k, n = 3, *(int(v) for v in rng().integers(1, 150, size=3))
+    a, b, bias = randn(batch, m, k), randn(k, n), randn(n if bias_dim == -1 else m)
+    along = bias if bias_dim == -1 else bias[:, None]
+    expected = a.astype(np.float64) @ b + along
+    x, z = wg_tensor(a, "webgpu", requires_grad=True), wg_tensor(bias, "webgpu", requires_grad=True)
+    y = wg_tensor(b.T.copy(), "webgpu", requires_grad=True)   # b read through a transposed view
+    out = matmul_with_bias(x, y.T, z, bias_dim)
+    assert_close(out.detach().numpy(), expected, atol=1e-4, rtol=1e-4)
+    g = randn(batch, m, n)
+    out.backward(wg_tensor(g, "webgpu"))
+    assert_close(z.grad.numpy(), g.sum((0, 2) if bias_dim == -2 else (0, 1)), atol=1e-4, rtol=1e-4)
+    assert_close(x.grad.numpy(), g @ b.T, atol=1e-4, rtol=1e-4)
+    assert_close(y.grad.numpy(), np.einsum("bmk,bmn->nk", a, g), atol=1e-3, rtol=1e-4)
+
+
+def test_matmul_with_bias_of_an_empty_or_long_inner_dimension(device):
+    from webgrad.ops.matmul import matmul_with_bias
+    for k in (0, 40_000):
+        a, b, bias = randn(4, k), randn(k, 3), randn(4)
+        out = matmul_with_bias(wg_tensor(a, device), wg_tensor(b, device), wg_tensor(bias, device), bias_dim=-2)
+        assert_close(out.numpy(), a.astype(np.float64) @ b + bias[:, None], atol=2e-3, rtol=1e-4)
+    with pytest.raises(RuntimeError, match="bias"):
+        matmul_with_bias(wg_tensor(randn(4, 2), device), wg_tensor(randn(2, 3), device), wg_tensor(randn(4), device))

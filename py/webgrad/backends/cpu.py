@@ -53,8 +53,11 @@ class CPUBackend:
             a = a.astype(np.int32)
         return np.asarray(op.numpy(np, a, dims)).astype(_np_dtype(out_dtype)).reshape(-1)
 
-    def matmul(self, a, b):
-        return np.matmul(self.view(a), self.view(b)).reshape(-1)
+    def matmul(self, a, b, bias=None, bias_dim=-1):
+        out = np.matmul(self.view(a), self.view(b))
+        if bias is not None:
+            out = out + (self.view(bias) if bias_dim == -1 else self.view(bias)[:, None])
+        return out.reshape(-1)
 
     def gather(self, x, dim, index):
         idx = self.view(index)

@@ -6,6 +6,7 @@ from ..ops.conv import avg_pool2d, conv2d, max_pool2d, pad
 from ..ops.creation import rand_like
 from ..ops.elementwise import gelu as _gelu, leaky_relu, relu, sigmoid, tanh
 from ..ops.loss import cross_entropy, log_softmax, mse_loss, softmax
+from ..ops.matmul import matmul_with_bias
 from ..ops.movement import write_into
 
 __all__ = ["avg_pool2d", "batch_norm", "conv2d", "cross_entropy", "dropout", "gelu", "leaky_relu", "linear",
@@ -25,8 +26,7 @@ def gelu(input, approximate="none"):  # noqa: A002
 
 def linear(input, weight, bias=None):  # noqa: A002
     """input @ weight.T + bias, with weight of shape (out_features, in_features)."""
-    out = input @ weight.T
-    return out if bias is None else out + bias
+    return matmul_with_bias(input, weight.T, bias)
 
 
 def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002

@@ -6,6 +6,7 @@ import math
 
 from ..autograd import Function
 from .creation import full
+from .matmul import matmul_with_bias
 from .movement import _as_view, _slice_view, write_into
 from .._tensor import Tensor
 
@@ -83,9 +84,8 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     ph, pw = _pair(padding, "padding")
     cols = windows(pad(x, (pw, pw, ph, ph)), weight.shape[2:], stride, dilation)
     n, c, kh, kw, ho, wo = cols.shape
-    out = weight.reshape(weight.shape[0], c * kh * kw) @ cols.reshape(n, c * kh * kw, ho * wo)
-    if bias is not None:
-        out = out + bias.reshape(1, -1, 1)
+    out = matmul_with_bias(weight.reshape(weight.shape[0], c * kh * kw), cols.reshape(n, c * kh * kw, ho * wo),
+                           bias, bias_dim=-2)
     return out.reshape(n, weight.shape[0], ho, wo)
 
 

@@ -1,16 +1,18 @@
 """Matrix product with PyTorch's rules: 1-D operands are promoted and squeezed back, batch
 dims broadcast. The backend multiplies (*B, M, K) @ (*B, K, N) with any strides, so the
-transposes in the backward pass are free views."""
+transposes in the backward pass are free views. Linear and conv2d add their bias in the same
+kernel (matmul_with_bias): one dispatch fewer each, and no pass over the output."""
 from ..autograd import Function
 from .movement import broadcast_shapes
 from .._tensor import Tensor
 
 
 class _MatMul(Function):
-    def forward(self, a, b):
-        self.a, self.b = a, b
+    def forward(self, a, b, bias=None, bias_dim=-1):
+        """bias: None, or 1-D along the output's columns (bias_dim -1) or rows (-2)."""
+        self.a, self.b, self.bias, self.bias_dim = a, b, bias, bias_dim
         shape = a.shape[:-1] + (b.shape[-1],)
-        return Tensor(a.backend.matmul(a, b), shape, a.dtype, a.device)
+        return Tensor(a.backend.matmul(a, b, bias, bias_dim), shape, a.dtype, a.device)
 
     def backward(self, grad):
         a, b = self.a, self.b
@@ -21,7 +23,10 @@ class _MatMul(Function):
             ga = (b @ grad.mT).mT if _transposed(a) else grad @ b.mT
         if b.requires_grad:
             gb = (grad.mT @ a).mT if _transposed(b) else a.mT @ grad
-        return ga, gb
+        if self.bias is None or not self.bias.requires_grad:
+            return ga, gb
+        kept = grad.ndim + self.bias_dim
+        return ga, gb, grad.sum(tuple(d for d in range(grad.ndim) if d != kept)), None
 
 
 def _transposed(t):
@@ -30,6 +35,12 @@ def _transposed(t):
 
 
 def matmul(a, b):
+    return matmul_with_bias(a, b)
+
+
+def matmul_with_bias(a, b, bias=None, bias_dim=-1):
+    """a @ b, plus bias (1-D) broadcast along the product's columns (bias_dim -1, as Linear's) or
+    rows (-2, as conv2d's im2col product's), all in one kernel."""
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError("matmul: both operands must be Tensors")
     if a.ndim == 0 or b.ndim == 0:
@@ -50,7 +61,16 @@ def matmul(a, b):
     batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a = a.expand(batch + a.shape[-2:])
     b = b.expand(batch + b.shape[-2:])
-    out = _MatMul.apply(a, b)
+    if bias is None:
+        out = _MatMul.apply(a, b)
+    else:
+        along = (a.shape[-2], b.shape[-1])[bias_dim + 2]
+        if bias.shape != (along,) or bias.device != a.device or bias.dtype is not a.dtype:
+            raise RuntimeError(f"matmul: a bias for {'columns' if bias_dim == -1 else 'rows'} of the "
+                               f"{tuple(a.shape[:-1]) + (b.shape[-1],)} product must be a {a.dtype.name} "
+                               f"tensor of shape ({along},) on {a.device}, got {bias.dtype.name} "
+                               f"{tuple(bias.shape)} on {bias.device}")
+        out = _MatMul.apply(a, b, bias, bias_dim)
     for dim in squeeze:
         out = out.squeeze(dim if dim == -1 or len(squeeze) == 1 else -1)
     return out

@@ -88,8 +88,9 @@ def matmul_tiles(m, n, batch, is_software, workgroup_limit=16384):
     return next(fits, _MATMUL_BY_SIZE[-1][1])
 
 
-def _matmul_source(tiles, a_along_k, b_along_k):
-    """shaders/matmul.wgsl with each thread's per-element work unrolled over named variables."""
+def _matmul_source(tiles, a_along_k, b_along_k, bias_along):
+    """shaders/matmul.wgsl with each thread's per-element work unrolled over named variables;
+    bias_along: None, "col" or "row" (the bias vector follows the output's columns or rows)."""
     wx, wy, tm, tn, bk = tiles
     a_loads, b_loads = wy * tm * bk // (wx * wy), wx * tn * bk // (wx * wy)
     runs_m, runs_n = range(tm // 4), range(tn // 4)
@@ -115,12 +116,20 @@ def _matmul_source(tiles, a_along_k, b_along_k):
             for j in runs_n:
                 for lane in range(4):
                     col = f"col0 + {j * 4}u * WX + lid.x * 4u + {lane}u"
-                    store.append(f"    if ({col} < n) {{ out[at + {col}] = acc{g * 4 + i}_{j}.{'xyzw'[lane]}; }}")
+                    row = f"row0 + {g * 4}u * WY + lid.y * 4u + {i}u"
+                    value = f"acc{g * 4 + i}_{j}.{'xyzw'[lane]}"
+                    if bias_along:
+                        value += f" + bias_at({col if bias_along == 'col' else row})"
+                    store.append(f"    if ({col} < n) {{ out[at + {col}] = {value}; }}")
             store.append("}")
 
     def block(lines, indent):
         return "\n".join(" " * indent + line for line in lines)
-    return fill("matmul", wx=str(wx), wy=str(wy), tm=str(tm), tn=str(tn), bk=str(bk),
+    bias = "" if bias_along is None else (
+        "@group(0) @binding(4) var<storage, read> bias: array<f32>;\n"
+        "fn bias_at(i: u32) -> f32 {   // params after the batch strides: bias offset, bias stride\n"
+        "    return bias[p[10u + 3u * p[3]] + i * p[11u + 3u * p[3]]];\n}")
+    return fill("matmul", bias=bias, wx=str(wx), wy=str(wy), tm=str(tm), tn=str(tn), bk=str(bk),
                 a_along_k=str(a_along_k).lower(), b_along_k=str(b_along_k).lower(),
                 declare=block(declare, 4), load_first=block(load("0u"), 4), stage=block(stage, 8),
                 load_next=block(load("t + BK"), 12), multiply=block(multiply, 12), store=block(store, 4))
@@ -307,16 +316,14 @@ class WebGPUBackend:
                               words, _groups(n_out, 64) if per_thread else n_out * chunks)
         return storage
 
-    def matmul(self, a, b):
+    def matmul(self, a, b, bias=None, bias_dim=-1):
+        """(*B, M, K) @ (*B, K, N), plus bias along the columns (bias_dim -1) or rows (-2)."""
         _check_gpu_dtype(a.dtype, "matmul in")
         *batch, m, k = a.shape
         n = b.shape[-1]
         nb, count = len(batch), math.prod(batch)
-        if k == 0:   # an empty sum: zeros
-            from ...ops.creation import FILL
-            return self.map(FILL, (0.0,), (count * m * n,), a.dtype, a.dtype)
-        if self.is_software and k > SOFTWARE_MATMUL_K:
-            return self._matmul_in_pieces(a, b)
+        if k == 0 or (self.is_software and k > SOFTWARE_MATMUL_K):
+            return self._matmul_in_pieces(a, b, bias, bias_dim)
         storage = self._empty((*batch, m, n), a.dtype)
         if count * m * n == 0:
             return storage
@@ -324,26 +331,37 @@ class WebGPUBackend:
         # Stage each operand along whichever of its dims is contiguous, so tile loads coalesce.
         a_along_k = a._strides[-1] <= a._strides[-2]
         b_along_k = b._strides[-2] < b._strides[-1]
+        bias_along = None if bias is None else ("col", "row")[bias_dim == -2]
         pipeline = self.runtime.pipeline(
-            ("matmul", tiles, a_along_k, b_along_k),
-            lambda: _matmul_source(tiles, a_along_k, b_along_k),
-            bindings=("read_write", "read", "read"))
+            ("matmul", tiles, a_along_k, b_along_k, bias_along),
+            lambda: _matmul_source(tiles, a_along_k, b_along_k, bias_along),
+            bindings=("read_write", "read", "read") + (("read",) if bias is not None else ()))
         words = [m, n, k, nb, a._offset, a._strides[-2], a._strides[-1], b._offset, b._strides[-2],
                  b._strides[-1], *batch, *a._strides[:nb], *b._strides[:nb]]
-        self.runtime.dispatch(pipeline, [storage, a._storage, b._storage], words,
+        storages = [storage, a._storage, b._storage]
+        if bias is not None:
+            words += [bias._offset, bias._strides[0]]
+            storages.append(bias._storage)
+        self.runtime.dispatch(pipeline, storages, words,
                               (_groups(n, tiles.wx * tiles.tn), _groups(m, tiles.wy * tiles.tm), count))
         return storage
 
-    def _matmul_in_pieces(self, a, b):
+    def _matmul_in_pieces(self, a, b, bias, bias_dim):
+        """A product summed from products over pieces of K: for an empty K (zeros, plus the bias),
+        or one longer than a software adapter's shader loops run."""
+        from ...ops.creation import FILL
         from ...ops.elementwise import ADD
         from ..._tensor import Tensor
         shape = a.shape[:-1] + (b.shape[-1],)
-        total = None
+        total = Tensor(self.map(FILL, (0.0,), shape, a.dtype, a.dtype), shape, a.dtype, "webgpu")
+        if bias is not None:
+            along = bias if bias_dim == -1 else bias.reshape(-1, 1)
+            total = Tensor(self.map(ADD, (total, along.expand(shape)), shape, a.dtype, a.dtype), shape, a.dtype,
+                           "webgpu")
         for start in range(0, a.shape[-1], SOFTWARE_MATMUL_K):
             piece = slice(start, start + SOFTWARE_MATMUL_K)
             part = Tensor(self.matmul(a[..., piece], b[..., piece, :]), shape, a.dtype, "webgpu")
-            total = part if total is None else Tensor(self.map(ADD, (total, part), shape, a.dtype, a.dtype),
-                                                      shape, a.dtype, "webgpu")
+            total = Tensor(self.map(ADD, (total, part), shape, a.dtype, a.dtype), shape, a.dtype, "webgpu")
         return total._storage
 
     def gather(self, x, dim, index):
