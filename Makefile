@@ -67,6 +67,8 @@ play: site
 bench: setup
 	$(PY) bench/dispatch.py
 	$(PY) bench/page.py
+	$(PY) bench/mnist.py
+	$(PY) bench/page_mnist.py
 	$(PY) bench/fuzz.py --examples 200
 
 clean:

@@ -9,19 +9,17 @@ Prints, in one run:
 Usage: python bench/page.py [--steps 200] [--play-seconds 10]
 """
 import argparse
-import importlib.util
 import os
+import sys
 import tempfile
-import threading
 import time
 
 from playwright.sync_api import sync_playwright
 
 import webgrad as wg
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from e2e.browser import CHROMIUM, CHROMIUM_ARGS, serve_in_thread, wait_for, web_module  # noqa: E402
 XOR = "#dataset=xor&noise=0&ratio=50&batch=16&hidden=8,8&activation=tanh&lr=0.03&optimizer=adam&l2=0&seed=1"
 TIMING = """
 import time
@@ -34,13 +32,6 @@ for _ in range({steps}):
 loss.item()               # wait for the GPU
 print("STEPS_PER_S", {steps} / (time.perf_counter() - start))
 """
-
-
-def web_module(name):
-    spec = importlib.util.spec_from_file_location(f"webgrad_web_{name}", os.path.join(ROOT, "web", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def steps_per_s_natively(source, device):
@@ -57,20 +48,18 @@ def main():
     args = parser.parse_args()
 
     site = web_module("build").build(tempfile.mkdtemp(prefix="webgrad-site-"))
-    server = web_module("serve").serve(site, port=0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/{XOR}"
+    server, url = serve_in_thread(site)
+    url += XOR
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page()
         start = time.perf_counter()
         page.goto(url)
-        page.wait_for_function("document.querySelector('[data-testid=accuracy]').textContent !== '–'", timeout=120_000)
+        wait_for(page, "document.querySelector('[data-testid=accuracy]').textContent !== '–'", 120)
         first_frame = time.perf_counter() - start
         page.click("[data-testid=train]")
-        page.wait_for_function("Number(document.querySelector('[data-testid=step-count]').textContent) >= 1",
-                               timeout=60_000, polling=10)
+        wait_for(page, "Number(document.querySelector('[data-testid=step-count]').textContent) >= 1", 60)
         first_step = time.perf_counter() - start
         adapter = page.text_content("[data-testid=adapter]")
 
@@ -79,16 +68,15 @@ def main():
         page.wait_for_timeout(args.play_seconds * 1000)
         play_rate = (int(page.text_content("[data-testid=step-count]")) - begin_steps) / (time.perf_counter() - begin)
         page.click("[data-testid=pause]")
-        page.wait_for_function("document.querySelector('[data-testid=status]').textContent === 'Paused'")
+        wait_for(page, "document.querySelector('[data-testid=status]').textContent === 'Paused'", 30)
 
         # The page's own script for these settings, less its __main__ block, plus the timing loop.
         script = page.input_value("[data-testid=code]").split('if __name__ == "__main__":')[0]
         source = script + TIMING.format(steps=args.steps)
         page.fill("[data-testid=code]", source)
         page.click("[data-testid=run-code]")
-        page.wait_for_function("document.querySelector('[data-testid=output]').textContent.includes('STEPS_PER_S')"
-                               " || document.querySelector('[data-testid=status]').textContent.includes('error')",
-                               timeout=300_000)
+        wait_for(page, "document.querySelector('[data-testid=output]').textContent.includes('STEPS_PER_S')"
+                       " || document.querySelector('[data-testid=status]').textContent.includes('error')", 300)
         output = page.text_content("[data-testid=output]")
         browser.close()
     server.shutdown()

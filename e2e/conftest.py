@@ -1,58 +1,22 @@
-"""End-to-end fixtures: the built site, a local server, Debian's headless Chromium, and pages that
-may not reach anything beyond localhost.
-
-Chromium is /usr/bin/chromium (`make test` installs it with apt); Playwright's own browser
-downloads are never used. Headless Chromium without a GPU offers WebGPU through SwiftShader.
-"""
+"""End-to-end fixtures: the built site, a local server, Debian's headless Chromium (e2e/browser.py),
+and pages that may not reach anything beyond localhost."""
 import contextlib
-import importlib.util
 import os
-import threading
-import time
-from urllib.parse import urlsplit
 
 import pytest
 
 import playwright.sync_api as playwright_api  # the test extra installs it
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from e2e.browser import CHROMIUM, CHROMIUM_ARGS, ROOT, local_only, serve_in_thread, wait_for, web_module  # noqa: F401
 
-
-def _web_module(name):
-    """web/<name>.py, imported by path (web/ is no package, and `build` is also a PyPI name)."""
-    spec = importlib.util.spec_from_file_location(f"webgrad_web_{name}", os.path.join(ROOT, "web", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-build, serve = _web_module("build"), _web_module("serve")
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
 ARTIFACTS = os.path.join(ROOT, "e2e", "artifacts")
-
-
-def wait_for(page, condition, timeout_s):
-    """Waits until the JavaScript expression condition is truthy in page. It polls with
-    page.evaluate (run through DevTools): page.wait_for_function evals the condition inside the
-    page, which the server's Content-Security-Policy forbids."""
-    deadline = time.monotonic() + timeout_s
-    while not page.evaluate(condition):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not true after {timeout_s} s: {condition}")
-        page.wait_for_timeout(100)
 
 
 @pytest.fixture(scope="session")
 def site_url(tmp_path_factory):
     """The site built from this checkout (web/, npm packages, a fresh wheel), served on a free port."""
-    site = build.build(str(tmp_path_factory.mktemp("site")))
-    server = serve.serve(site, port=0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server, url = serve_in_thread(web_module("build").build(str(tmp_path_factory.mktemp("site"))))
+    yield url
     server.shutdown()
 
 
@@ -79,15 +43,7 @@ def guarded_page(browser):
     """The page fixture's page, for fixtures of a wider scope (downloads allowed)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
     leaks, errors = [], []
-
-    def guard(route):
-        if urlsplit(route.request.url).hostname in LOCAL_HOSTS:
-            route.continue_()
-        else:
-            leaks.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", guard)  # also sees the worker's requests
+    local_only(context, leaks)
     page = context.new_page()
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("console", lambda m: "Content Security Policy" in m.text and errors.append(m.text))
