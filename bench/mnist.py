@@ -1,7 +1,7 @@
 """MNIST training speed and accuracy, natively.
 
-Prints, in one run, the training throughput (images per second: forward, backward and an Adam
-step on shuffled batches gathered on the device) of the MLP (784-128-10) and the CNN of
+Prints, in one run, the training throughput (images per second: gathering a shuffled batch on
+the device, forward, backward and an Adam step) of the MLP (784-128-10) and the CNN of
 webgrad.nn.mnist_mlp / mnist_cnn on webgpu (eager, and replayed with wg.jit) and on cpu, each
 next to PyTorch (eager) running the same
 model on the matching device: CUDA for webgpu on a hardware adapter when torch has it, else
@@ -31,10 +31,9 @@ def webgrad_throughput(model_name, device, batch_size, seconds, max_steps, warmu
     data = wg.data.mnist("train", device=device, limit=batch_size * (max_steps + warmup + 1))
     model = nn.MODELS[model_name](device=device)
     opt = wg.optim.Adam(model.parameters(), lr=1e-3)
-    loader = wg.data.DataLoader(data, batch_size, shuffle=True, seed=0, drop_last=True)
-    batches = (batch for _ in iter(int, 1) for batch in loader)   # epoch after epoch
 
-    def train(x, y):
+    def train(idx):
+        x, y = data[idx]   # the batch is gathered on the device inside the step, as PyTorch's below
         loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
@@ -42,8 +41,15 @@ def webgrad_throughput(model_name, device, batch_size, seconds, max_steps, warmu
         return loss
     run = wg.jit(train) if jit else train
 
+    def windows():   # epoch after epoch: a permutation made on the device, a slice of it per step
+        while True:
+            order = wg.randperm(len(data), device=device)
+            for start in range(0, len(data) - batch_size + 1, batch_size):
+                yield order[start:start + batch_size]
+    batches = windows()
+
     def step():
-        return run(*next(batches))
+        return run(next(batches))
 
     for _ in range(warmup):   # compile the kernels, fill the buffer pool
         step().item()
