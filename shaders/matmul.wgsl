@@ -6,14 +6,16 @@
 // then every thread multiplies its TM x TN block with vec4 reads of the staged slices. A thread's
 // rows are TM/4 runs of 4 (run g starts at g*WY*4 + ty*4), its columns likewise, so neighbouring
 // threads read neighbouring 16-byte words: no bank conflicts. Tile sizes and the load order
-// (along K, or along M / N, whichever of an operand's strides is 1) are filled in per kernel.
+// (along K, or along M / N, whichever of an operand's strides is 1) are filled in per kernel, and
+// so are the loads: an operand that is contiguous along K (A) or N (B) with every offset and stride
+// a multiple of 4 is bound as vec4s and read 16 bytes at a time ("wide"); others a float at a time.
 // Grid: (ceil(N/BN), ceil(M/BM), batches).
 // Params: [0] M, [1] N, [2] K, [3] batch ndim B, [4] A offset, [5] A row stride, [6] A col stride,
 // [7] B offset, [8] B row stride, [9] B col stride, then batch shape (B), A's batch strides (B),
 // B's batch strides (B), and with a bias its offset and stride (the store adds it, filled in below).
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
-@group(0) @binding(2) var<storage, read> a: array<f32>;
-@group(0) @binding(3) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read> a: array<{{a_type}}>;
+@group(0) @binding(3) var<storage, read> b: array<{{b_type}}>;
 {{bias}}
 
 const WX: u32 = {{wx}}u;
@@ -37,29 +39,7 @@ const ROW_B: u32 = BN / 4u + 1u;
 var<workgroup> tile_a: array<vec4<f32>, 2u * BK * ROW_A>;
 var<workgroup> tile_b: array<vec4<f32>, 2u * BK * ROW_B>;
 
-// Thread tid's l-th element of a tile load: (row, k) of A's BM x BK slice, (k, col) of B's BK x BN.
-fn a_slot(tid: u32, l: u32) -> vec2<u32> {
-    let i = tid + l * THREADS;
-    return select(vec2(i % BM, i / BM), vec2(i / BK, i % BK), A_ALONG_K);
-}
-
-fn b_slot(tid: u32, l: u32) -> vec2<u32> {
-    let i = tid + l * THREADS;
-    return select(vec2(i / BN, i % BN), vec2(i % BK, i / BK), B_ALONG_K);
-}
-
-// One element of A (of B) at tile-relative slot s of the slice at rows row0 (k t), zero past the edges.
-fn load_a(s: vec2<u32>, row0: u32, t: u32, at: u32, m: u32, k: u32) -> f32 {
-    let r = row0 + s.x;
-    let c = t + s.y;
-    return select(0.0, a[at + min(r, m - 1u) * p[5] + min(c, k - 1u) * p[6]], r < m && c < k);
-}
-
-fn load_b(s: vec2<u32>, col0: u32, t: u32, at: u32, n: u32, k: u32) -> f32 {
-    let r = t + s.x;
-    let c = col0 + s.y;
-    return select(0.0, b[at + min(r, k - 1u) * p[8] + min(c, n - 1u) * p[9]], r < k && c < n);
-}
+{{loaders}}
 
 @compute @workgroup_size(WX, WY)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {

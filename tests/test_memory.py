@@ -110,6 +110,30 @@ def test_pool_is_bounded(runtime, monkeypatch, no_gc):
     assert 4 * sizes.sum() > 2 * limit and s["live_bytes"] == before["live_bytes"], tag(str(s))
 
 
+def test_a_full_pool_keeps_the_sizes_in_use(runtime, monkeypatch, no_gc):
+    # Old buffers of one size fill the pool; a loop then frees and asks again for buffers of another
+    # size, as big as the limit allows: the old size must make way rather than the loop's buffers
+    # being destroyed and made anew on every round.
+    limit = 4 << 20
+    monkeypatch.setattr(runtime, "pool_limit", limit)
+    runtime.empty_pool()
+    old = [wg.zeros(100_000, device=GPU) for _ in range(3)]   # 400 KB each, then pooled
+    del old
+    stats(runtime)
+    created = []
+    monkeypatch.setattr(runtime.driver, "create_buffer", lambda size, make=runtime.driver.create_buffer:
+                        created.append(size) or make(size))
+    n = int(rng().integers(230_000, 260_000))   # 1 MiB buffers: four fill the pool
+    for round_ in range(6):
+        batch = [wg.zeros(n, device=GPU) for _ in range(4)]
+        del batch
+        s = stats(runtime)
+        if round_ == 0:
+            first = len(created)
+    assert len(created) == first, tag(f"the loop made {len(created) - first} new buffers after its first round")
+    assert s["pool_bytes"] <= limit, tag(str(s))
+
+
 def test_training_memory_is_flat(runtime, monkeypatch, no_gc):
     # an MLP trained with Adam on shuffled batches: after warm-up every step holds the same memory;
     # the driver's cache of bind groups, which pooled buffers in new combinations keep adding to,

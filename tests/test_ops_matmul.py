@@ -97,12 +97,14 @@ def test_matmul_webgpu_matches_cpu_exactly_enough():
 
 @pytest.mark.parametrize("tiles", [(16, 16, 8, 8, 8), (16, 16, 4, 4, 16), (8, 8, 4, 4, 16), (16, 16, 8, 16, 8)], ids=str)
 @pytest.mark.parametrize("layout", ["a @ b", "a.T @ b", "a @ b.T", "a.T @ b.T"])
-def test_matmul_every_tile_size_and_layout(tiles, layout, monkeypatch):
+@pytest.mark.parametrize("sizes", ["any", "multiples of 4"])
+def test_matmul_every_tile_size_and_layout(tiles, layout, sizes, monkeypatch):
     """Every tile configuration the adapter may pick, on sizes that leave partial tiles at each
-    edge, with each operand staged along its contiguous dim."""
+    edge, with each operand staged along its contiguous dim; multiples of 4 take the vec4 loads
+    where the layout allows them."""
     from webgrad.backends.webgpu import backend
     monkeypatch.setattr(backend, "matmul_tiles", lambda m, n, batch, is_software, workgroup_limit: backend.MatmulTiles(*tiles))
-    m, k, n = (int(v) for v in rng().integers(1, 200, size=3))
+    m, k, n = (int(v) * (4 if sizes != "any" else 1) for v in rng().integers(1, 50 if sizes != "any" else 200, size=3))
     a = randn(k, m) if layout.startswith("a.T") else randn(m, k)
     b = randn(n, k) if layout.endswith("b.T") else randn(k, n)
     fn = {"a @ b": lambda x, y: x @ y, "a.T @ b": lambda x, y: x.T @ y,
@@ -110,6 +112,14 @@ def test_matmul_every_tile_size_and_layout(tiles, layout, monkeypatch):
     expected = fn(a.astype(np.float64), b.astype(np.float64))
     assert_close(fn(wg_tensor(a, "webgpu"), wg_tensor(b, "webgpu")).numpy(), expected,
                  atol=1e-4 * math.sqrt(k), rtol=1e-4, what=f"{layout} m={m} k={k} n={n} tiles={tiles}")
+
+
+def test_matmul_vec4_loads_only_where_rows_stay_aligned(device):
+    # offsets 1 and 2 put rows off 16-byte boundaries: those operands must fall back to float loads
+    a, b = randn(37, 66), randn(64, 44)
+    for da, db in [(0, 0), (1, 0), (0, 2), (2, 1)]:
+        x, y = wg_tensor(a, device)[:, da:da + 64], wg_tensor(b, device)[:, db:db + 40]
+        assert_close((x @ y).numpy(), a[:, da:da + 64].astype(np.float64) @ b[:, db:db + 40], atol=1e-4, rtol=1e-4)
 
 
 def test_matmul_with_a_long_inner_dimension(device):

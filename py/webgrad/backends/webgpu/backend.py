@@ -88,23 +88,83 @@ def matmul_tiles(m, n, batch, is_software, workgroup_limit=16384):
     return next(fits, _MATMUL_BY_SIZE[-1][1])
 
 
-def _matmul_source(tiles, a_along_k, b_along_k, bias_along):
+# The tile loaders of shaders/matmul.wgsl, by operand and width. A slot is a tile position:
+# (row, k) of A's BM x BK slice, (k, col) of B's BK x BN; wide slots name the first of 4.
+_MATMUL_LOADERS = {
+    ("a", False): """
+fn a_slot(tid: u32, l: u32) -> vec2<u32> {
+    let i = tid + l * THREADS;
+    return select(vec2(i % BM, i / BM), vec2(i / BK, i % BK), A_ALONG_K);
+}
+
+fn load_a(s: vec2<u32>, row0: u32, t: u32, at: u32, m: u32, k: u32) -> f32 {   // zero past the edges
+    let r = row0 + s.x;
+    let c = t + s.y;
+    return select(0.0, a[at + min(r, m - 1u) * p[5] + min(c, k - 1u) * p[6]], r < m && c < k);
+}""",
+    ("a", True): """
+fn a_slot(tid: u32, l: u32) -> vec2<u32> {
+    let i = tid + l * THREADS;
+    return vec2(i / (BK / 4u), i % (BK / 4u) * 4u);
+}
+
+fn load_a(s: vec2<u32>, row0: u32, t: u32, at: u32, m: u32, k: u32) -> vec4<f32> {   // K % 4 == 0
+    let r = row0 + s.x;
+    let c = t + s.y;
+    return select(vec4<f32>(), a[(at + min(r, m - 1u) * p[5] + min(c, k - 4u)) / 4u], r < m && c < k);
+}""",
+    ("b", False): """
+fn b_slot(tid: u32, l: u32) -> vec2<u32> {
+    let i = tid + l * THREADS;
+    return select(vec2(i / BN, i % BN), vec2(i % BK, i / BK), B_ALONG_K);
+}
+
+fn load_b(s: vec2<u32>, col0: u32, t: u32, at: u32, n: u32, k: u32) -> f32 {
+    let r = t + s.x;
+    let c = col0 + s.y;
+    return select(0.0, b[at + min(r, k - 1u) * p[8] + min(c, n - 1u) * p[9]], r < k && c < n);
+}""",
+    ("b", True): """
+fn b_slot(tid: u32, l: u32) -> vec2<u32> {
+    let i = tid + l * THREADS;
+    return vec2(i / (BN / 4u), i % (BN / 4u) * 4u);
+}
+
+fn load_b(s: vec2<u32>, col0: u32, t: u32, at: u32, n: u32, k: u32) -> vec4<f32> {   // N % 4 == 0
+    let r = t + s.x;
+    let c = col0 + s.y;
+    return select(vec4<f32>(), b[(at + min(r, k - 1u) * p[8] + min(c, n - 4u)) / 4u], r < k && c < n);
+}""",
+}
+
+
+def _matmul_source(tiles, a_along_k, b_along_k, bias_along, a_wide, b_wide):
     """shaders/matmul.wgsl with each thread's per-element work unrolled over named variables;
-    bias_along: None, "col" or "row" (the bias vector follows the output's columns or rows)."""
+    bias_along: None, "col" or "row" (the bias vector follows the output's columns or rows);
+    a_wide / b_wide: the operand is read as vec4s (see the shader)."""
     wx, wy, tm, tn, bk = tiles
-    a_loads, b_loads = wy * tm * bk // (wx * wy), wx * tn * bk // (wx * wy)
+    a_loads = wy * tm * bk // (wx * wy) // (4 if a_wide else 1)
+    b_loads = wx * tn * bk // (wx * wy) // (4 if b_wide else 1)
     runs_m, runs_n = range(tm // 4), range(tn // 4)
     acc = [(g * 4 + i, j) for g in runs_m for i in range(4) for j in runs_n]
     declare = [f"let sa{l} = a_slot(tid, {l}u);" for l in range(a_loads)]
     declare += [f"let sb{l} = b_slot(tid, {l}u);" for l in range(b_loads)]
-    declare += [f"var na{l} = 0.0;" for l in range(a_loads)] + [f"var nb{l} = 0.0;" for l in range(b_loads)]
+    declare += [f"var na{l} = {'vec4<f32>()' if a_wide else '0.0'};" for l in range(a_loads)]
+    declare += [f"var nb{l} = {'vec4<f32>()' if b_wide else '0.0'};" for l in range(b_loads)]
     declare += [f"var acc{r}_{j} = vec4<f32>();" for r, j in acc]
 
     def load(t):
         return ([f"na{l} = load_a(sa{l}, row0, {t}, a_at, m, k);" for l in range(a_loads)] +
                 [f"nb{l} = load_b(sb{l}, col0, {t}, b_at, n, k);" for l in range(b_loads)])
-    stage = [f"tile_a[half_a + sa{l}.y * ROW_A + sa{l}.x / 4u][sa{l}.x % 4u] = na{l};" for l in range(a_loads)]
-    stage += [f"tile_b[half_b + sb{l}.x * ROW_B + sb{l}.y / 4u][sb{l}.y % 4u] = nb{l};" for l in range(b_loads)]
+    if a_wide:   # 4 consecutive k of one row: one float into each of 4 staged rows
+        stage = [f"tile_a[half_a + (sa{l}.y + {e}u) * ROW_A + sa{l}.x / 4u][sa{l}.x % 4u] = na{l}.{'xyzw'[e]};"
+                 for l in range(a_loads) for e in range(4)]
+    else:
+        stage = [f"tile_a[half_a + sa{l}.y * ROW_A + sa{l}.x / 4u][sa{l}.x % 4u] = na{l};" for l in range(a_loads)]
+    if b_wide:   # 4 consecutive columns: one staged vec4
+        stage += [f"tile_b[half_b + sb{l}.x * ROW_B + sb{l}.y / 4u] = nb{l};" for l in range(b_loads)]
+    else:
+        stage += [f"tile_b[half_b + sb{l}.x * ROW_B + sb{l}.y / 4u][sb{l}.y % 4u] = nb{l};" for l in range(b_loads)]
     multiply = [f"let b{j} = tile_b[half_b + kk * ROW_B + {j}u * WX + lid.x];" for j in runs_n]
     multiply += [f"let a{g} = tile_a[half_a + kk * ROW_A + {g}u * WY + lid.y];" for g in runs_m]
     multiply += [f"acc{r}_{j} = fma(vec4(a{r // 4}.{'xyzw'[r % 4]}), b{j}, acc{r}_{j});" for r, j in acc]
@@ -130,9 +190,16 @@ def _matmul_source(tiles, a_along_k, b_along_k, bias_along):
         "fn bias_at(i: u32) -> f32 {   // params after the batch strides: bias offset, bias stride\n"
         "    return bias[p[10u + 3u * p[3]] + i * p[11u + 3u * p[3]]];\n}")
     return fill("matmul", bias=bias, wx=str(wx), wy=str(wy), tm=str(tm), tn=str(tn), bk=str(bk),
+                loaders=_MATMUL_LOADERS["a", a_wide] + "\n" + _MATMUL_LOADERS["b", b_wide],
+                a_type="vec4<f32>" if a_wide else "f32", b_type="vec4<f32>" if b_wide else "f32",
                 a_along_k=str(a_along_k).lower(), b_along_k=str(b_along_k).lower(),
                 declare=block(declare, 4), load_first=block(load("0u"), 4), stage=block(stage, 8),
                 load_next=block(load("t + BK"), 12), multiply=block(multiply, 12), store=block(store, 4))
+
+
+def _words_of_4(*positions):
+    """Offsets and strides that keep every row on a 16-byte boundary (vec4 loads)."""
+    return all(v % 4 == 0 for v in positions)
 
 
 def _check_gpu_dtype(dtype, what):
@@ -332,9 +399,14 @@ class WebGPUBackend:
         a_along_k = a._strides[-1] <= a._strides[-2]
         b_along_k = b._strides[-2] < b._strides[-1]
         bias_along = None if bias is None else ("col", "row")[bias_dim == -2]
+        threads = tiles.wx * tiles.wy
+        a_wide = (a._strides[-1] == 1 and k % 4 == 0 and _words_of_4(a._offset, a._strides[-2], *a._strides[:nb])
+                  and tiles.wy * tiles.tm * tiles.bk % (4 * threads) == 0)
+        b_wide = (b._strides[-1] == 1 and n % 4 == 0 and _words_of_4(b._offset, b._strides[-2], *b._strides[:nb])
+                  and tiles.wx * tiles.tn * tiles.bk % (4 * threads) == 0)
         pipeline = self.runtime.pipeline(
-            ("matmul", tiles, a_along_k, b_along_k, bias_along),
-            lambda: _matmul_source(tiles, a_along_k, b_along_k, bias_along),
+            ("matmul", tiles, a_along_k, b_along_k, bias_along, a_wide, b_wide),
+            lambda: _matmul_source(tiles, a_along_k, b_along_k, bias_along, a_wide, b_wide),
             bindings=("read_write", "read", "read") + (("read",) if bias is not None else ()))
         words = [m, n, k, nb, a._offset, a._strides[-2], a._strides[-1], b._offset, b._strides[-2],
                  b._strides[-1], *batch, *a._strides[:nb], *b._strides[:nb]]

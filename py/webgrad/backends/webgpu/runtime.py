@@ -86,6 +86,8 @@ class Runtime:
         self.limits = driver.limits
         self._pipelines = {}
         self._free = defaultdict(list)     # size class -> buffer handles ready for reuse
+        self._asked = {}                   # size class -> when it was last allocated (the count of allocs then)
+        self._allocs = 0
         self._released = []                # freed since the last submit: queued work may still use them
         self._queue = []
         self._params = bytearray()
@@ -112,6 +114,8 @@ class Runtime:
         size = _size_class(nbytes)
         if size > limit:
             size = (nbytes + 255) & ~255
+        self._allocs += 1
+        self._asked[size] = self._allocs
         free = self._free[size]
         if free:
             handle = free.pop()
@@ -205,15 +209,25 @@ class Runtime:
             self.driver.submit(bytes(self._params), self._queue)
             self._queue = []
             self._params = bytearray()
-        # submitted: later work (and buffer uploads, which the queue orders after it) may reuse these;
-        # past the pool's limit they are destroyed (WebGPU frees them once the submitted work is done)
+        # submitted: later work (and buffer uploads, which the queue orders after it) may reuse these
         for size, handle in self._released:
-            if self.pool_bytes + size <= self.pool_limit:
-                self._free[size].append(handle)
-                self.pool_bytes += size
-            else:
-                self.driver.destroy_buffer(handle)
+            self._free[size].append(handle)
+            self.pool_bytes += size
         self._released = []
+        if self.pool_bytes > self.pool_limit:
+            self._trim_pool()
+
+    def _trim_pool(self):
+        """Destroy pooled buffers (WebGPU frees them once submitted work is done) until the pool is
+        within its limit, starting with the sizes asked for least recently: destroying the buffers
+        a loop is about to ask for again would make it create new ones every time."""
+        for size in sorted(self._free, key=lambda s: self._asked.get(s, 0)):
+            handles = self._free[size]
+            while handles and self.pool_bytes > self.pool_limit:
+                self.driver.destroy_buffer(handles.pop(0))
+                self.pool_bytes -= size
+            if self.pool_bytes <= self.pool_limit:
+                return
 
     def sync(self):
         self.flush()
