@@ -184,7 +184,9 @@ def test_bad_weights_files_say_why(trained, tmp_path):
     other = tmp_path / "other.safetensors"
     wg.save({"1.weight": wg.zeros(64, 784, device="cpu"), "1.bias": wg.zeros(64, device="cpu")}, other)
     page.set_input_files("[data-testid=mnist-upload]", str(other))
-    wait_for_status(page, "rror.*other.safetensors", 20)
+    # the first file's error is still shown until this one is read: wait for this one's verdict
+    wait_for(page, "(t => t.includes('other.safetensors') && !t.startsWith('Loading'))"
+                   "(document.querySelector('[data-testid=mnist-status]').textContent)", 20)
     assert "no weights of this page's MLP or CNN" in status(page) and "1.weight [64, 784]" in status(page)
     assert text(page, "mnist-accuracy") == before, "a bad file must leave the model as it was"
     assert page.is_enabled("[data-testid=mnist-train]")
