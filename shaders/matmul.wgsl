@@ -26,10 +26,6 @@ const BK: u32 = {{bk}}u;
 const BM: u32 = WY * TM;
 const BN: u32 = WX * TN;
 const THREADS: u32 = WX * WY;
-const A_LOADS: u32 = BM * BK / THREADS;
-const B_LOADS: u32 = BN * BK / THREADS;
-const A_ALONG_K: bool = {{a_along_k}};   // A's column stride is 1: consecutive threads walk K
-const B_ALONG_K: bool = {{b_along_k}};   // B's row stride is 1: likewise
 
 // Staged slices, [k][m] and [k][n] in runs of 4; each k's row is padded by one vec4 so that
 // threads storing along K hit different banks. Two of each: step t fills one half while slower

@@ -88,54 +88,36 @@ def matmul_tiles(m, n, batch, is_software, workgroup_limit=16384):
     return next(fits, _MATMUL_BY_SIZE[-1][1])
 
 
-# The tile loaders of shaders/matmul.wgsl, by operand and width. A slot is a tile position:
-# (row, k) of A's BM x BK slice, (k, col) of B's BK x BN; wide slots name the first of 4.
-_MATMUL_LOADERS = {
-    ("a", False): """
-fn a_slot(tid: u32, l: u32) -> vec2<u32> {
-    let i = tid + l * THREADS;
-    return select(vec2(i % BM, i / BM), vec2(i / BK, i % BK), A_ALONG_K);
-}
+# Per operand of shaders/matmul.wgsl: its staged slice's rows and columns, the global row and
+# column of a slot s, their bounds, and the index of its row stride in the params (then the column's).
+_MATMUL_OPERANDS = {"a": ("BM", "BK", "row0 + s.x", "t + s.y", "m", "k", 5),
+                    "b": ("BK", "BN", "t + s.x", "col0 + s.y", "k", "n", 8)}
 
-fn load_a(s: vec2<u32>, row0: u32, t: u32, at: u32, m: u32, k: u32) -> f32 {   // zero past the edges
-    let r = row0 + s.x;
-    let c = t + s.y;
-    return select(0.0, a[at + min(r, m - 1u) * p[5] + min(c, k - 1u) * p[6]], r < m && c < k);
-}""",
-    ("a", True): """
-fn a_slot(tid: u32, l: u32) -> vec2<u32> {
-    let i = tid + l * THREADS;
-    return vec2(i / (BK / 4u), i % (BK / 4u) * 4u);
-}
 
-fn load_a(s: vec2<u32>, row0: u32, t: u32, at: u32, m: u32, k: u32) -> vec4<f32> {   // K % 4 == 0
-    let r = row0 + s.x;
-    let c = t + s.y;
-    return select(vec4<f32>(), a[(at + min(r, m - 1u) * p[5] + min(c, k - 4u)) / 4u], r < m && c < k);
-}""",
-    ("b", False): """
-fn b_slot(tid: u32, l: u32) -> vec2<u32> {
+def _tile_loader(x, cols_fast, wide):
+    """WGSL for operand x: {x}_slot, thread tid's l-th position in the staged slice (row, col;
+    consecutive threads walk the columns when cols_fast, else the rows; wide: the first of 4
+    columns, a multiple of 4 in number), and load_{x}, the value there, zero past the edges."""
+    rows, cols, r, c, r_end, c_end, stride = _MATMUL_OPERANDS[x]
+    if wide:
+        slot = f"vec2(i / ({cols} / 4u), i % ({cols} / 4u) * 4u)"
+        kind, zero = "vec4<f32>", "vec4<f32>()"
+        value = f"{x}[(at + min(r, {r_end} - 1u) * p[{stride}] + min(c, {c_end} - 4u)) / 4u]"
+    else:
+        slot = f"vec2(i / {cols}, i % {cols})" if cols_fast else f"vec2(i % {rows}, i / {rows})"
+        kind, zero = "f32", "0.0"
+        value = f"{x}[at + min(r, {r_end} - 1u) * p[{stride}] + min(c, {c_end} - 1u) * p[{stride + 1}]]"
+    return f"""
+fn {x}_slot(tid: u32, l: u32) -> vec2<u32> {{
     let i = tid + l * THREADS;
-    return select(vec2(i / BN, i % BN), vec2(i % BK, i / BK), B_ALONG_K);
-}
+    return {slot};
+}}
 
-fn load_b(s: vec2<u32>, col0: u32, t: u32, at: u32, n: u32, k: u32) -> f32 {
-    let r = t + s.x;
-    let c = col0 + s.y;
-    return select(0.0, b[at + min(r, k - 1u) * p[8] + min(c, n - 1u) * p[9]], r < k && c < n);
-}""",
-    ("b", True): """
-fn b_slot(tid: u32, l: u32) -> vec2<u32> {
-    let i = tid + l * THREADS;
-    return vec2(i / (BN / 4u), i % (BN / 4u) * 4u);
-}
-
-fn load_b(s: vec2<u32>, col0: u32, t: u32, at: u32, n: u32, k: u32) -> vec4<f32> {   // N % 4 == 0
-    let r = t + s.x;
-    let c = col0 + s.y;
-    return select(vec4<f32>(), b[(at + min(r, k - 1u) * p[8] + min(c, n - 4u)) / 4u], r < k && c < n);
-}""",
-}
+fn load_{x}(s: vec2<u32>, row0: u32, col0: u32, t: u32, at: u32, m: u32, n: u32, k: u32) -> {kind} {{
+    let r = {r};
+    let c = {c};
+    return select({zero}, {value}, r < {r_end} && c < {c_end});
+}}"""
 
 
 def _matmul_source(tiles, a_along_k, b_along_k, bias_along, a_wide, b_wide):
@@ -154,8 +136,8 @@ def _matmul_source(tiles, a_along_k, b_along_k, bias_along, a_wide, b_wide):
     declare += [f"var acc{r}_{j} = vec4<f32>();" for r, j in acc]
 
     def load(t):
-        return ([f"na{l} = load_a(sa{l}, row0, {t}, a_at, m, k);" for l in range(a_loads)] +
-                [f"nb{l} = load_b(sb{l}, col0, {t}, b_at, n, k);" for l in range(b_loads)])
+        return ([f"na{l} = load_a(sa{l}, row0, col0, {t}, a_at, m, n, k);" for l in range(a_loads)] +
+                [f"nb{l} = load_b(sb{l}, row0, col0, {t}, b_at, m, n, k);" for l in range(b_loads)])
     if a_wide:   # 4 consecutive k of one row: one float into each of 4 staged rows
         stage = [f"tile_a[half_a + (sa{l}.y + {e}u) * ROW_A + sa{l}.x / 4u][sa{l}.x % 4u] = na{l}.{'xyzw'[e]};"
                  for l in range(a_loads) for e in range(4)]
@@ -190,9 +172,8 @@ def _matmul_source(tiles, a_along_k, b_along_k, bias_along, a_wide, b_wide):
         "fn bias_at(i: u32) -> f32 {   // params after the batch strides: bias offset, bias stride\n"
         "    return bias[p[10u + 3u * p[3]] + i * p[11u + 3u * p[3]]];\n}")
     return fill("matmul", bias=bias, wx=str(wx), wy=str(wy), tm=str(tm), tn=str(tn), bk=str(bk),
-                loaders=_MATMUL_LOADERS["a", a_wide] + "\n" + _MATMUL_LOADERS["b", b_wide],
+                loaders=_tile_loader("a", a_along_k, a_wide) + "\n" + _tile_loader("b", not b_along_k, b_wide),
                 a_type="vec4<f32>" if a_wide else "f32", b_type="vec4<f32>" if b_wide else "f32",
-                a_along_k=str(a_along_k).lower(), b_along_k=str(b_along_k).lower(),
                 declare=block(declare, 4), load_first=block(load("0u"), 4), stage=block(stage, 8),
                 load_next=block(load("t + BK"), 12), multiply=block(multiply, 12), store=block(store, 4))
 
