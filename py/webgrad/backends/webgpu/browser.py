@@ -80,7 +80,7 @@ class BrowserDriver:
         try:
             return run_sync(self._bridge.createPipeline(label, wgsl, entry, ",".join(bindings)))
         except JsException as e:
-            raise _python_error(e, f"webgrad: WebGPU kernel '{label}' failed to compile:\n") from None
+            raise _python_error(e, "") from None   # the runtime names the kernel
 
     # ---- execution
 

@@ -171,7 +171,7 @@ class NativeDriver:
         except wgpu.GPUError as e:
             if _LOST.search(str(e)):
                 raise
-            raise RuntimeError(f"webgrad: WebGPU kernel '{label}' failed to compile:\n{e}") from e
+            raise RuntimeError(str(e)) from e   # the runtime names the kernel
         handle = next(self._handles)
         self._pipelines[handle] = (pipeline, bindings)
         return handle

@@ -165,7 +165,7 @@ class Runtime:
                 raise
             except RuntimeError as e:   # the compiler's diagnostic, with which kernel it was
                 raise RuntimeError(f"webgpu: kernel {key} (shaders/{key[0]}.wgsl, entry point '{entry}') "
-                                   f"failed to compile: {e}") from None
+                                   f"failed to compile:\n{e}") from None
             self._pipelines[key] = handle
         return handle
 
