@@ -88,6 +88,17 @@ def test_new_shapes_record_again_and_results_follow_inputs():
     assert len(calls) == 2 + 2 + 2   # each signature: one warm-up call, one recorded call
 
 
+def test_each_argument_position_has_its_own_input_buffer():
+    # recorded with one tensor passed twice, replayed with two different ones
+    combine = wg.jit(lambda a, b, c: a * 2 + b - c)
+    x = wg.tensor(randn(5), device="webgpu")
+    for _ in range(2):
+        combine(x, x, x)
+    a, b, c = randn(5), randn(5), randn(5)
+    out = combine(*(wg.tensor(v, device="webgpu") for v in (a, b, c)))
+    np.testing.assert_allclose(out.numpy(), a * 2 + b - c, rtol=1e-5, atol=1e-6)
+
+
 def test_outputs_are_fresh_tensors_and_replays_hold_memory_flat():
     w = wg.tensor(randn(8, 8), device="webgpu")
     square = wg.jit(lambda x: (x @ w).tanh())

@@ -69,11 +69,13 @@ class jit:
         if any(t.requires_grad for t in tensors):
             raise ValueError("webgrad.jit: inputs must not require grad (replays feed new values into "
                              "recorded buffers); pass data and labels, and keep parameters in the model")
-        # The recording reads its inputs from buffers of its own, refilled before each replay.
+        # The recording reads its inputs from buffers of its own, one per argument position (the same
+        # tensor passed twice now may be two tensors later), refilled before each replay.
         with no_grad():
-            statics = {id(t): t.contiguous().clone() for t in tensors}
-        args = [statics.get(id(a), a) for a in args]
-        kwargs = {k: statics.get(id(v), v) for k, v in kwargs.items()}
+            statics = [t.contiguous().clone() for t in tensors]
+        fill = iter(statics)
+        args = [next(fill) if isinstance(a, Tensor) else a for a in args]
+        kwargs = {k: next(fill) if isinstance(v, Tensor) else v for k, v in kwargs.items()}
         runtime = get_backend("webgpu").runtime
         runtime.start_recording()
         try:
@@ -87,7 +89,7 @@ class jit:
                 raise ValueError("webgrad.jit: a jitted function on webgpu tensors must return webgpu tensors")
             outputs.append(out.detach())
             return _SLOT
-        program = _Program(runtime, recording, list(statics.values()), outputs, _map(result, collect))
+        program = _Program(runtime, recording, statics, outputs, _map(result, collect))
         self._programs[signature] = program
         return self._fresh_outputs(program)
 
