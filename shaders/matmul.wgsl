@@ -9,10 +9,14 @@
 // (along K, or along M / N, whichever of an operand's strides is 1) are filled in per kernel, and
 // so are the loads: an operand that is contiguous along K (A) or N (B) with every offset and stride
 // a multiple of 4 is bound as vec4s and read 16 bytes at a time ("wide"); others a float at a time.
-// Grid: (ceil(N/BN), ceil(M/BM), batches).
+// Split K: with S splits, workgroup z = split * batches + batch sums the split's K range into
+// out[split] of an (S, batches, M, N) result, which the backend sums over S (bias in split 0 only).
+// A small output has too few tiles to fill a GPU, and a software adapter's loops must stay short.
+// Grid: (ceil(N/BN), ceil(M/BM), batches * S).
 // Params: [0] M, [1] N, [2] K, [3] batch ndim B, [4] A offset, [5] A row stride, [6] A col stride,
 // [7] B offset, [8] B row stride, [9] B col stride, then batch shape (B), A's batch strides (B),
-// B's batch strides (B), and with a bias its offset and stride (the store adds it, filled in below).
+// B's batch strides (B), K per split (a multiple of BK), and with a bias its offset and stride (the
+// store adds it, filled in below).
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<storage, read> a: array<{{a_type}}>;
 @group(0) @binding(3) var<storage, read> b: array<{{b_type}}>;
@@ -41,7 +45,6 @@ var<workgroup> tile_b: array<vec4<f32>, 2u * BK * ROW_B>;
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let m = p[0];
     let n = p[1];
-    let k = p[2];
     let nb = p[3];
     var a_at = p[4];
     var b_at = p[7];
@@ -53,6 +56,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         b_at += idx * p[10u + 2u * nb + d - 1u];
         rest /= size;
     }
+    let split = rest;   // what is left of z past the batch indices
+    let k0 = split * p[10u + 3u * nb];
+    let k = min(p[2], k0 + p[10u + 3u * nb]);   // the loaders read zeros past the split's end
     let row0 = wg.y * BM;
     let col0 = wg.x * BN;
     let tid = lid.y * WX + lid.x;
@@ -63,7 +69,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
 {{declare}}
     // Step t's slices are in registers before step t starts, so their loads overlap step t - BK.
 {{load_first}}
-    for (var t = 0u; t < k; t += BK) {
+    for (var t = k0; t < k; t += BK) {
         let half_a = (t / BK) % 2u * BK * ROW_A;
         let half_b = (t / BK) % 2u * BK * ROW_B;
 {{stage}}

@@ -167,3 +167,40 @@ def test_matmul_with_bias_of_an_empty_or_long_inner_dimension(device):
         assert_close(out.numpy(), a.astype(np.float64) @ b + bias[:, None], atol=2e-3, rtol=1e-4)
     with pytest.raises(RuntimeError, match="bias"):
         matmul_with_bias(wg_tensor(randn(4, 2), device), wg_tensor(randn(2, 3), device), wg_tensor(randn(4), device))
+
+
+@pytest.mark.parametrize("tiles", [(16, 16, 8, 8, 8), (8, 8, 4, 4, 16)], ids=str)
+@pytest.mark.parametrize("layout", ["a @ b", "a.T @ b.T"])
+def test_matmul_split_along_k_as_on_a_gpu(tiles, layout, monkeypatch):
+    """A small output with a long K is cut into pieces of K summed afterwards (on a GPU, so that it
+    has enough workgroups): with a batch, a bias in the first piece only, and a last piece shorter
+    than the others."""
+    from webgrad.backends.webgpu import backend
+    from webgrad.ops.matmul import matmul_with_bias
+    monkeypatch.setattr(backend, "matmul_tiles", lambda m, n, batch, is_software, workgroup_limit: backend.MatmulTiles(*tiles))
+    gpu_rule = backend.matmul_splits
+    monkeypatch.setattr(backend, "matmul_splits", lambda m, n, k, batch, t, is_software: gpu_rule(m, n, k, batch, t, False))
+    batch, m, n = 2, *(int(v) for v in rng().integers(1, 40, size=2))
+    k = int(rng().integers(1000, 3000)) * (4 if layout == "a @ b" else 1) + (0 if layout == "a @ b" else 1)
+    splits = gpu_rule(m, n, k, batch, backend.MatmulTiles(*tiles), False)
+    assert 1 < splits <= backend.MATMUL_MAX_SPLITS and k // splits >= backend.MATMUL_MIN_SPLIT_K
+    a, b, bias = randn(batch, m, k), randn(k, n), randn(n)
+    x = wg_tensor(a.transpose(0, 2, 1).copy(), "webgpu").transpose(1, 2) if layout.startswith("a.T") else wg_tensor(a, "webgpu")
+    y = wg_tensor(b.T.copy(), "webgpu").T if layout.endswith("b.T") else wg_tensor(b, "webgpu")
+    out = matmul_with_bias(x, y, wg_tensor(bias, "webgpu"))
+    assert_close(out.numpy(), a.astype(np.float64) @ b + bias, atol=1e-4 * math.sqrt(k), rtol=1e-4,
+                 what=f"{layout} batch={batch} m={m} k={k} n={n} splits={splits}")
+
+
+def test_matmul_splits_k_only_where_the_output_is_small():
+    from webgrad.backends.webgpu import backend
+    for m, n, k, batch in [(128, 128, 784, 1), (128, 10, 128, 1), (4096, 4096, 4096, 1), (32, 144, 25088, 1),
+                           (64, 196, 288, 128), (5, 5, 30, 1)]:
+        tiles = backend.matmul_tiles(m, n, batch, False)
+        splits = backend.matmul_splits(m, n, k, batch, tiles, False)
+        groups = -(-m // (tiles.wy * tiles.tm)) * -(-n // (tiles.wx * tiles.tn)) * batch
+        assert 1 <= splits <= backend.MATMUL_MAX_SPLITS
+        assert splits == 1 or (groups < backend.MATMUL_GROUPS and k // splits >= backend.MATMUL_MIN_SPLIT_K)
+        if groups >= backend.MATMUL_GROUPS or k < 2 * backend.MATMUL_MIN_SPLIT_K:
+            assert splits == 1, (m, n, k, batch)
+    assert backend.matmul_splits(3, 5, 40_000, 1, backend.matmul_tiles(3, 5, 1, True), True) == 3   # software: short loops

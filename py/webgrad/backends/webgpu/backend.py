@@ -52,13 +52,25 @@ def _groups(count, size=256):
 
 # Reduced elements per reduce workgroup (64 threads, 256 each): bigger reductions take two passes.
 REDUCE_SPAN = 64 * 256
+# A reduction with few outputs is split into chunks of at least this many elements until it has
+# REDUCE_GROUPS workgroups: a GPU needs hundreds of workgroups in flight (a conv's bias gradient,
+# 16 outputs of 100k elements each, took 130 us on 112 workgroups and takes ~10 us on 1600).
+REDUCE_MIN_SPAN = 1024
+REDUCE_GROUPS = 1024
 # Reductions this short take one thread per output rather than a workgroup (reduce.wgsl per_thread).
 PER_THREAD_REDUCE = 32
 # Index positions one scatter_add dispatch sums per output (each thread loops over them).
 SCATTER_SPAN = 4096
-# The longest inner dimension one matmul dispatch walks on a software adapter, whose shader loops
-# stop after ~65535 iterations (longer products are summed from pieces).
+# The longest inner dimension one matmul workgroup walks on a software adapter, whose shader loops
+# stop after ~65535 iterations (longer products split K).
 SOFTWARE_MATMUL_K = 16384
+# On a GPU, a product with fewer output tiles than this splits K (at least MATMUL_MIN_SPLIT_K each)
+# until it has about as many workgroups: the MLP's 128x784 @ 784x128 has 16 tiles of 32x32, so
+# one dispatch would leave most of the GPU idle while each tile walks all of K.
+MATMUL_GROUPS = 256
+MATMUL_MIN_SPLIT_K = 64
+# Split results are summed by a reduce that takes one thread per output up to this many splits.
+MATMUL_MAX_SPLITS = 32
 
 
 class MatmulTiles(collections.namedtuple("MatmulTiles", "wx wy tm tn bk")):
@@ -86,6 +98,14 @@ def matmul_tiles(m, n, batch, is_software, workgroup_limit=16384):
             if batch * m * n >= least and tiles.workgroup_bytes <= workgroup_limit
             and 2 * m >= tiles.wy * tiles.tm and 2 * n >= tiles.wx * tiles.tn)
     return next(fits, _MATMUL_BY_SIZE[-1][1])
+
+
+def matmul_splits(m, n, k, batch, tiles, is_software):
+    """How many pieces of K one product is split into (see shaders/matmul.wgsl)."""
+    if is_software:
+        return -(-k // SOFTWARE_MATMUL_K)
+    groups = _groups(m, tiles.wy * tiles.tm) * _groups(n, tiles.wx * tiles.tn) * batch
+    return max(1, min(-(-MATMUL_GROUPS // groups), k // MATMUL_MIN_SPLIT_K, MATMUL_MAX_SPLITS))
 
 
 # Per operand of shaders/matmul.wgsl: its staged slice's rows and columns, the global row and
@@ -161,7 +181,7 @@ def _matmul_source(tiles, a_along_k, b_along_k, bias_along, a_wide, b_wide):
                     row = f"row0 + {g * 4}u * WY + lid.y * 4u + {i}u"
                     value = f"acc{g * 4 + i}_{j}.{'xyzw'[lane]}"
                     if bias_along:
-                        value += f" + bias_at({col if bias_along == 'col' else row})"
+                        value += f" + bias_at({col if bias_along == 'col' else row}, split)"
                     store.append(f"    if ({col} < n) {{ out[at + {col}] = {value}; }}")
             store.append("}")
 
@@ -169,12 +189,12 @@ def _matmul_source(tiles, a_along_k, b_along_k, bias_along, a_wide, b_wide):
         return "\n".join(" " * indent + line for line in lines)
     bias = "" if bias_along is None else (
         "@group(0) @binding(4) var<storage, read> bias: array<f32>;\n"
-        "fn bias_at(i: u32) -> f32 {   // params after the batch strides: bias offset, bias stride\n"
-        "    return bias[p[10u + 3u * p[3]] + i * p[11u + 3u * p[3]]];\n}")
+        "fn bias_at(i: u32, split: u32) -> f32 {   // params after K per split: bias offset, bias stride\n"
+        "    return select(0.0, bias[p[11u + 3u * p[3]] + i * p[12u + 3u * p[3]]], split == 0u);\n}")
     return fill("matmul", bias=bias, wx=str(wx), wy=str(wy), tm=str(tm), tn=str(tn), bk=str(bk),
                 loaders=_tile_loader("a", a_along_k, a_wide) + "\n" + _tile_loader("b", not b_along_k, b_wide),
                 a_type="vec4<f32>" if a_wide else "f32", b_type="vec4<f32>" if b_wide else "f32",
-                declare=block(declare, 4), load_first=block(load("0u"), 4), stage=block(stage, 8),
+                declare=block(declare, 4), load_first=block(load("k0"), 4), stage=block(stage, 8),
                 load_next=block(load("t + BK"), 12), multiply=block(multiply, 12), store=block(store, 4))
 
 
@@ -321,7 +341,7 @@ class WebGPUBackend:
         kept = [d for d in range(x.ndim) if d not in dims]
         n_out = math.prod(x.shape[d] for d in kept)
         n_red = math.prod(x.shape[d] for d in dims)
-        chunks = max(1, -(-n_red // REDUCE_SPAN))
+        chunks = max(1, -(-n_red // REDUCE_SPAN), min(-(-n_red // REDUCE_MIN_SPAN), -(-REDUCE_GROUPS // max(1, n_out))))
         if chunks == 1 or n_out == 0:
             return self._reduce_pass(op, x, kept, dims, out_dtype, n_out, n_red, 1)
         # Two passes: each chunk's result, then those reduced per output. An arg op's chunks give
@@ -370,12 +390,15 @@ class WebGPUBackend:
         *batch, m, k = a.shape
         n = b.shape[-1]
         nb, count = len(batch), math.prod(batch)
-        if k == 0 or (self.is_software and k > SOFTWARE_MATMUL_K):
-            return self._matmul_in_pieces(a, b, bias, bias_dim)
-        storage = self._empty((*batch, m, n), a.dtype)
+        if k == 0:
+            return self._matmul_empty_k(a, b, bias, bias_dim)
         if count * m * n == 0:
-            return storage
+            return self._empty((*batch, m, n), a.dtype)
         tiles = matmul_tiles(m, n, count, self.is_software, self.runtime.limits["max_compute_workgroup_storage_size"])
+        splits = matmul_splits(m, n, k, count, tiles, self.is_software)
+        split_k = -(-k // splits // tiles.bk) * tiles.bk
+        splits = -(-k // split_k)
+        storage = self._empty((splits, *batch, m, n) if splits > 1 else (*batch, m, n), a.dtype)
         # Stage each operand along whichever of its dims is contiguous, so tile loads coalesce.
         a_along_k = a._strides[-1] <= a._strides[-2]
         b_along_k = b._strides[-2] < b._strides[-1]
@@ -390,32 +413,30 @@ class WebGPUBackend:
             lambda: _matmul_source(tiles, a_along_k, b_along_k, bias_along, a_wide, b_wide),
             bindings=("read_write", "read", "read") + (("read",) if bias is not None else ()))
         words = [m, n, k, nb, a._offset, a._strides[-2], a._strides[-1], b._offset, b._strides[-2],
-                 b._strides[-1], *batch, *a._strides[:nb], *b._strides[:nb]]
+                 b._strides[-1], *batch, *a._strides[:nb], *b._strides[:nb], split_k]
         storages = [storage, a._storage, b._storage]
         if bias is not None:
             words += [bias._offset, bias._strides[0]]
             storages.append(bias._storage)
         self.runtime.dispatch(pipeline, storages, words,
-                              (_groups(n, tiles.wx * tiles.tn), _groups(m, tiles.wy * tiles.tm), count))
-        return storage
+                              (_groups(n, tiles.wx * tiles.tn), _groups(m, tiles.wy * tiles.tm), count * splits))
+        if splits == 1:
+            return storage
+        from ...ops.reduce import SUM
+        from ..._tensor import Tensor
+        return self.reduce(SUM, Tensor(storage, (splits, count * m * n), a.dtype, "webgpu"), (0,), a.dtype)
 
-    def _matmul_in_pieces(self, a, b, bias, bias_dim):
-        """A product summed from products over pieces of K: for an empty K (zeros, plus the bias),
-        or one longer than a software adapter's shader loops run."""
+    def _matmul_empty_k(self, a, b, bias, bias_dim):
+        """A product over an empty K: zeros, plus the bias."""
         from ...ops.creation import FILL
         from ...ops.elementwise import ADD
         from ..._tensor import Tensor
         shape = a.shape[:-1] + (b.shape[-1],)
-        total = Tensor(self.map(FILL, (0.0,), shape, a.dtype, a.dtype), shape, a.dtype, "webgpu")
-        if bias is not None:
-            along = bias if bias_dim == -1 else bias.reshape(-1, 1)
-            total = Tensor(self.map(ADD, (total, along.expand(shape)), shape, a.dtype, a.dtype), shape, a.dtype,
-                           "webgpu")
-        for start in range(0, a.shape[-1], SOFTWARE_MATMUL_K):
-            piece = slice(start, start + SOFTWARE_MATMUL_K)
-            part = Tensor(self.matmul(a[..., piece], b[..., piece, :]), shape, a.dtype, "webgpu")
-            total = Tensor(self.map(ADD, (total, part), shape, a.dtype, a.dtype), shape, a.dtype, "webgpu")
-        return total._storage
+        zeros = self.map(FILL, (0.0,), shape, a.dtype, a.dtype)
+        if bias is None:
+            return zeros
+        along = bias if bias_dim == -1 else bias.reshape(-1, 1)
+        return self.map(ADD, (Tensor(zeros, shape, a.dtype, "webgpu"), along.expand(shape)), shape, a.dtype, a.dtype)
 
     def gather(self, x, dim, index):
         return self._gather_kernel("gather", x.dtype, index.shape, [x, index], [
