@@ -13,7 +13,7 @@ import webgrad as wg
 from webgrad.nn import functional as F
 
 # (batch, in channels, height, width, out channels): nn.mnist_cnn's two convolutions, batch 128
-SHAPES = [(128, 1, 28, 28, 32), (128, 32, 14, 14, 64)]
+SHAPES = [(128, 1, 28, 28, 16), (128, 16, 14, 14, 32)]
 
 
 def timed(fn, sync, min_seconds=0.3):

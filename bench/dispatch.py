@@ -4,6 +4,9 @@ Prints, in one run:
   - CPU microseconds per eager elementwise op on webgpu (encode and bookkeeping; the GPU is
     not waited for, except once at the end of each timed batch to keep the queue bounded),
     next to PyTorch's eager op on CPU;
+  - the same op's CPU time split into Python bookkeeping and encoding at the flush, timed with
+    the GPU idle, without and with autograd (on a software adapter such as lavapipe the kernels
+    run on the same CPU cores, so there the first figure is mostly their time, not ours);
   - milliseconds per XOR training step (2-8-8-2 MLP, Adam, batch 64) on webgpu, on cpu, and
     in PyTorch on CPU, with the ratios.
 Goal (issue 2, to beat later on a real GPU): at most 10 microseconds of CPU time per eager op.
@@ -13,6 +16,7 @@ import statistics
 import time
 
 import webgrad as wg
+from webgrad.backends.webgpu.runtime import MAX_QUEUED
 
 
 def best_of(fn, repeats):
@@ -37,6 +41,30 @@ def eager_op_us(ops):
     best, _ = best_of(run, 5)
     wg.synchronize()
     return best / ops * 1e6
+
+
+def eager_op_split_us(ops, requires_grad):
+    """(us per op in Python, us per op encoding at the flush): batches short enough not to flush
+    on their own, the GPU waited for between them, outside the timing."""
+    runtime = wg.get_backend("webgpu").runtime
+    batch = min(ops, MAX_QUEUED - 1)
+    x = wg.randn(256, device="webgpu", requires_grad=requires_grad)
+    y = wg.randn(256, device="webgpu")
+    (x + y).tolist()
+    python = flush = float("inf")
+    for _ in range(5):
+        wg.synchronize()
+        start = time.perf_counter()
+        z = x
+        for _ in range(batch):
+            z = z + y
+        del z   # (with autograd: its graph goes, as after a training step)
+        queued = time.perf_counter()
+        runtime.flush()
+        end = time.perf_counter()
+        python, flush = min(python, queued - start), min(flush, end - queued)
+    wg.synchronize()
+    return python / batch * 1e6, flush / batch * 1e6
 
 
 def torch_eager_op_us(ops, device="cpu"):
@@ -112,6 +140,10 @@ def main():
     ours, theirs = eager_op_us(args.ops), torch_eager_op_us(args.ops)
     print(f"eager elementwise op, CPU time: webgpu {ours:.1f} us, PyTorch cpu {theirs:.1f} us "
           f"(ratio {ours / theirs:.1f}x; goal <= 10 us: {'met' if ours <= 10 else 'not met'})")
+    split = [(grad, *eager_op_split_us(args.ops, grad)) for grad in (False, True)]
+    print("  its CPU time with the GPU idle: " + "; ".join(
+        f"{'with' if grad else 'no'} autograd {python + flush:.1f} us ({python:.1f} Python, {flush:.1f} flush)"
+        for grad, python, flush in split))
 
     batches = xor_batches(args.steps, 64)
     gpu, cpu, torch_cpu = webgrad_step_ms("webgpu", batches), webgrad_step_ms("cpu", batches), torch_step_ms(batches)

@@ -1,6 +1,7 @@
 // Elementwise map: out = EXPR(a, b, c) over strided (and broadcast, stride 0) operands.
-// Params: [0] numel, [1] ndim, [2 .. 2+ndim) shape, then a layout (offset, ndim strides) for the
-// output and for each tensor operand in order, then scalar operands as raw words.
+// Params: [0] numel, [1] ndim, [2 .. 2+ndim) shape, then ndim strides each for the output and for
+// each tensor operand in order, then their offsets in the same order, then scalar operands as raw
+// words (the words that change from call to call come last).
 // Generated per op: the operand bindings, their loads and the expression ({{...}} below).
 alias T = {{compute}};
 

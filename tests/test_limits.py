@@ -1,8 +1,8 @@
 """Tensors at the adapter's limits, on webgpu against NumPy and the cpu device.
 
 Past 65535 workgroups a dispatch's grid spills into y (shaders/common.wgsl, flat_id): every kernel
-family is run here on a grid that spills (elementwise, reduce, gather and scatter, fold, optim,
-random). Tensors larger than a kernel can bind raise a RuntimeError before any GPU call. Loops are
+family is run here on a grid that spills (elementwise, reduce, gather and scatter, fold, pool,
+optim, random). Tensors larger than a kernel can bind raise a RuntimeError before any GPU call. Loops are
 bounded too: lavapipe silently ends a shader loop after 65535 iterations, so long reductions and
 long scatter indices are split (checked with sizes past that).
 """
@@ -150,6 +150,23 @@ def test_fold_past_the_grid(spill):
     want = g.transpose(0, 1, 4, 2, 5, 3).reshape(1, 1, side, side)   # out[2y + ky, 2x + kx] = g[ky, kx, y, x]
     assert side * side > first
     np.testing.assert_array_equal(got, want, err_msg=tag("fold"))
+
+
+def test_max_pool2d_past_the_grid(big):
+    # a column of n pixels in windows of 2 rows, one of them padding at each end: n + 1 outputs, so
+    # both the forward (a thread per output) and the backward (a thread per pixel) spill
+    a, x = big
+    column = x.reshape(1, 1, len(a), 1).requires_grad_()
+    out, at = wg.nn.functional.max_pool2d(column, (2, 1), stride=1, padding=(1, 0), return_indices=True)
+    padded = np.concatenate([[-np.inf], a, [-np.inf]]).astype(np.float32)
+    first = padded[:-1] >= padded[1:]   # the upper row wins a tie
+    np.testing.assert_array_equal(out.detach().numpy().ravel(), np.maximum(padded[:-1], padded[1:]),
+                                  err_msg=tag("values"))
+    picked = np.arange(len(a) + 1) - first
+    np.testing.assert_array_equal(at.numpy().ravel(), picked, err_msg=tag("indices"))
+    out.sum().backward()
+    np.testing.assert_array_equal(column.grad.numpy().ravel(), np.bincount(picked, minlength=len(a)),
+                                  err_msg=tag("gradient"))
 
 
 def test_adam_step_past_the_grid(big):

@@ -112,6 +112,21 @@ def test_max_pool2d_matches_torch(kwargs, shape, device):
     _assert_same(ours, theirs, distinct(*shape), device)   # no ties: torch sends a tie's gradient to one input
 
 
+def test_max_pool2d_return_indices(device):
+    """MaxPool2d(return_indices=True) and F.max_pool2d's positional ceil_mode, return_indices give
+    (values, indices) as torch does; the indices are int32 (torch: int64, which webgrad has not)."""
+    kwargs = {"kernel_size": 3, "stride": 2, "padding": 1}
+    ours, theirs = nn.MaxPool2d(**kwargs, return_indices=True), torch.nn.MaxPool2d(**kwargs, return_indices=True)
+    assert repr(ours) == repr(theirs)
+    x = distinct(2, 3, 9, 8)
+    want, want_at = theirs(torch.from_numpy(x))
+    for values, at in (ours(wg.tensor(x, device=device)),
+                       F.max_pool2d(wg.tensor(x, device=device), 3, 2, 1, 1, False, True)):
+        assert at.dtype is wg.int32 and at.device == device
+        assert_close(values, want, what="values")
+        assert_close(at, want_at, what="indices")
+
+
 @pytest.mark.parametrize("kwargs,shape", [
     ({"kernel_size": 2}, (2, 3, 8, 8)),
     ({"kernel_size": 3, "stride": 2, "padding": 1}, (2, 2, 9, 7)),
@@ -126,8 +141,8 @@ def test_avg_pool2d_matches_torch(kwargs, shape, device):
 def test_pool_errors():
     with pytest.raises(NotImplementedError, match="ceil_mode"):
         nn.MaxPool2d(2, ceil_mode=True)
-    with pytest.raises(NotImplementedError, match="return_indices"):
-        nn.MaxPool2d(2, return_indices=True)
+    with pytest.raises(NotImplementedError, match="ceil_mode"):
+        F.max_pool2d(wg.zeros(1, 1, 4, 4), 2, ceil_mode=True)
     with pytest.raises(NotImplementedError, match="count_include_pad"):
         nn.AvgPool2d(2, count_include_pad=False)
     with pytest.raises(ValueError, match="pad should be at most half"):

@@ -1,9 +1,14 @@
 """conv2d, max_pool2d, avg_pool2d and pad (webgrad.ops.conv) against torch.nn.functional, finite
-differences (float64, cpu) and webgpu against cpu; the sliding-window view and its fold gradient."""
+differences (float64, cpu) and webgpu against cpu; the sliding-window view and its fold gradient;
+max pooling's ties, NaN and indices exactly as torch's CPU kernel, in one dispatch each way."""
+import math
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+
+import webgrad as wg
 
 from conftest import (assert_close, check_op, distinct, finite_difference_check, integers, randn, random_shape, rng,
                       tag, to_numpy, wg_tensor)
@@ -38,7 +43,9 @@ def _conv_case(max_kernel=5, extra=6):
 
 def _check_conv(x_shape, w_shape, bias, kwargs, device):
     inputs = [randn(*x_shape), randn(*w_shape)] + ([randn(w_shape[0])] if bias else [])
-    out = check_op(lambda *t: conv2d(*t, **kwargs), *inputs, device=device,
+    # float32 sums: the weight's gradient adds N * Ho * Wo products per entry
+    atol = 1e-4 * max(1.0, math.sqrt(x_shape[0] * x_shape[2] * x_shape[3] / 256))
+    out = check_op(lambda *t: conv2d(*t, **kwargs), *inputs, device=device, atol=atol,
                    torch_fn=lambda *t: F.conv2d(*t, **kwargs))[0]
     assert out.shape[:2] == (x_shape[0], w_shape[0]), tag(f"conv2d {x_shape} {w_shape} {kwargs}: {out.shape}")
 
@@ -184,6 +191,140 @@ def test_pool_float64_finite_differences():
     finite_difference_check(lambda t: max_pool2d(t, **kwargs), distinct(*shape).astype(np.float64), points=30)
     shape, kwargs = _pool_case(dilated=False)
     finite_difference_check(lambda t: avg_pool2d(t, **kwargs), randn(*shape, dtype=np.float64), points=30)
+
+
+# ---- max pooling exactly as torch's CPU kernel ----
+EXACT_POOLS = [
+    ((2, 3, 7, 9), dict(kernel_size=3, stride=1)),                               # overlapping windows
+    ((1, 2, 9, 8), dict(kernel_size=(3, 2), stride=(2, 1), padding=1)),          # overlapping, padded
+    ((2, 2, 11, 10), dict(kernel_size=2, stride=(3, 4))),                         # stride > kernel: gaps
+    ((1, 3, 9, 7), dict(kernel_size=3, stride=2, padding=1, dilation=(2, 1))),   # dilated, padded
+    ((1, 1, 5, 13), dict(kernel_size=(5, 3), stride=(1, 2), padding=(2, 1))),    # windows of mostly padding
+    "random", "random", "random",
+]
+
+
+def _max_pool_like_torch(x, spec, device, view=lambda t: t):
+    """max_pool2d(view(x), return_indices=True) and the gradient from a random upstream g against
+    torch's CPU max_pool2d, exactly: values (NaN where torch has NaN), indices, and the gradient bit
+    for bit (a tie goes to the element torch picks, and each pixel sums its windows in torch's order)."""
+    tx = torch.from_numpy(x).requires_grad_()
+    want, want_at = F.max_pool2d(view(tx), **spec, return_indices=True)
+    g = randn(*want.shape)
+    want.backward(torch.from_numpy(g))
+    gx = wg_tensor(x, device, requires_grad=True)
+    out, at = max_pool2d(view(gx), **spec, return_indices=True)
+    out.backward(wg_tensor(g, device))
+    assert at.dtype is wg.int32 and not at.requires_grad, tag(f"indices: {at.dtype}")
+    for mine, ref, what in ((out, want, "values"), (at, want_at, "indices"), (gx.grad, tx.grad, "gradient")):
+        np.testing.assert_array_equal(to_numpy(mine), to_numpy(ref), err_msg=tag(f"{device} {spec}: {what}"))
+
+
+def _exact_case(spec):
+    return _pool_case(dilated=True) if spec == "random" else spec
+
+
+@pytest.mark.parametrize("spec", EXACT_POOLS)
+def test_max_pool2d_ties_match_torch_exactly(spec, device):
+    """Five levels (-inf among them): most windows hold several maxima. The input is a strided,
+    offset, transposed view, which the kernel reads without a copy."""
+    (n, c, h, w), kwargs = _exact_case(spec)
+    levels = rng().choice(np.float32([-np.inf, -1, 0, 1, 2]), (n, c + 1, w, 2 * h), p=[0.1, 0.2, 0.3, 0.2, 0.2])
+    _max_pool_like_torch(levels, kwargs, device, view=lambda t: t[:, 1:, :, ::2].transpose(2, 3))
+
+
+@pytest.mark.parametrize("spec", EXACT_POOLS)
+def test_max_pool2d_nan_matches_torch_exactly(spec, device):
+    """NaN is picked over any number, and the last NaN in window order over earlier ones (torch's CPU
+    rule); its window's gradient goes there."""
+    shape, kwargs = _exact_case(spec)
+    x = np.round(randn(*shape))
+    x[rng().random(shape) < 0.2] = np.nan
+    _max_pool_like_torch(x, kwargs, device)
+
+
+def test_max_pool2d_window_of_padding_only(device):
+    """Dilation can step over every real pixel of a padded window (here: rows -1 and 2 of a 2-row
+    input). Such a window is -inf, as in torch, with index -1 (torch's lies outside the plane), and
+    sends no gradient."""
+    x = wg_tensor(randn(1, 2, 2, 5), device, requires_grad=True)
+    kwargs = dict(kernel_size=2, stride=1, padding=1, dilation=(3, 1))
+    out, at = max_pool2d(x, **kwargs, return_indices=True)
+    assert_close(out, F.max_pool2d(torch.zeros(1, 2, 2, 5), **kwargs), what=f"{device}: values")
+    assert (to_numpy(at) == -1).all(), tag(f"{device}: indices {to_numpy(at)}")
+    out.sum().backward()
+    assert not to_numpy(x.grad).any(), tag(f"{device}: gradient {to_numpy(x.grad)}")
+
+
+def test_max_pool2d_integer_input(device):
+    """int32 pools on both devices, padding included (it is never picked); uint8, packed four to a word
+    on the GPU, only on cpu."""
+    a = integers(2, 3, 7, 6, low=-5, high=5)
+    kwargs = dict(kernel_size=3, stride=2, padding=1)
+    out, at = max_pool2d(wg_tensor(a, device), **kwargs, return_indices=True)
+    want, want_at = F.max_pool2d(torch.from_numpy(a), **kwargs, return_indices=True)
+    assert out.dtype is wg.int32, tag(f"{device}: int32 max_pool2d gave {out.dtype}")
+    assert_close(out, want, what=f"{device}: int32 values")
+    assert_close(at, want_at, what=f"{device}: int32 indices")
+    small = integers(1, 2, 5, 5, high=256).astype(np.uint8)
+    if device == "webgpu":
+        with pytest.raises(TypeError, match="uint8"):
+            max_pool2d(wg_tensor(small, device), 2)
+    else:
+        assert_close(max_pool2d(wg_tensor(small, device), 2), F.max_pool2d(torch.from_numpy(small), 2),
+                     what="uint8 values")
+
+
+def _count_dispatches(monkeypatch):
+    runtime = wg.get_backend("webgpu").runtime
+    kernels = []
+    dispatch = runtime.dispatch
+
+    def counted(pipeline, *args, **kwargs):
+        kernels.append(pipeline)
+        return dispatch(pipeline, *args, **kwargs)
+    monkeypatch.setattr(runtime, "dispatch", counted)
+    return kernels
+
+
+@pytest.mark.parametrize("padding", [0, 1])
+def test_max_pool2d_is_one_dispatch_each_way(padding, monkeypatch):
+    """Forward is one kernel (no padded copy first), backward one (the window view's took six)."""
+    kernels = _count_dispatches(monkeypatch)
+    x = wg_tensor(randn(2, 3, 9, 8), "webgpu", requires_grad=True)
+    out = max_pool2d(x, 2, padding=padding)
+    assert len(kernels) == 1, tag(f"forward took {len(kernels)} dispatches")
+    g = wg_tensor(randn(*out.shape), "webgpu")
+    out.backward(g)
+    assert len(kernels) == 2, tag(f"backward took {len(kernels) - 1} dispatches")
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_conv2d_reads_windows_in_place(stride, monkeypatch):
+    """Forward is one product with the bias in it (no padded copy, no im2col columns); backward is
+    one product per gradient (the input's a product over grad's windows at stride 1) and the
+    bias's sum."""
+    x = wg_tensor(randn(2, 3, 9, 8), "webgpu", requires_grad=True)
+    w = wg_tensor(randn(4, 3, 3, 3), "webgpu", requires_grad=True)
+    b = wg_tensor(randn(4), "webgpu", requires_grad=True)
+    kernels = _count_dispatches(monkeypatch)
+    out = conv2d(x, w, b, stride=stride, padding=1)
+    assert len(kernels) == 1, tag(f"forward took {len(kernels)} dispatches")
+    out.backward(wg_tensor(randn(*out.shape), "webgpu"))
+    expected = 1 + 1 + (1 if stride == 1 else 2) + 1   # forward, weight, input (+ fold), bias
+    assert len(kernels) == expected, tag(f"backward took {len(kernels) - 1} dispatches, expected {expected - 1}")
+
+
+@pytest.mark.parametrize("shape", [((16, 1, 28, 28), (16, 1, 3, 3)), ((8, 16, 14, 14), (32, 16, 3, 3))],
+                         ids=["conv1", "conv2"])
+def test_conv2d_split_along_k_as_on_a_gpu(shape, monkeypatch):
+    """The MNIST CNN's layers with a GPU's rule for splitting K (the weight's gradient sums over the
+    batch and every output pixel: few outputs, a long K): against torch."""
+    from webgrad.backends.webgpu import backend
+    gpu_rule = backend.matmul_splits
+    monkeypatch.setattr(backend, "matmul_splits", lambda m, n, k, batch, t, is_software: gpu_rule(m, n, k, batch, t, False))
+    x_shape, w_shape = shape
+    _check_conv(x_shape, w_shape, True, dict(padding=1), "webgpu")
 
 
 # ---- the window view and its fold ----

@@ -92,6 +92,42 @@ def test_cross_entropy_large_logits_finite(device):
              torch_fn=lambda x, y: F.cross_entropy(x, y))
 
 
+@pytest.mark.parametrize("n,c,spread", [(128, 10, 2), (1, 3, 2), (2500, 10, 2), (5000, 10, 2), (300, 300, 2),
+                                         (7, 5, 1e4)])
+def test_cross_entropy_backward_from_the_loss(n, c, spread, device):
+    """loss.backward() with no gradient, which the fused loss takes as its implicit 1, against torch
+    in float64. On webgpu 2500 x 10 is reduced in the loss's dispatch (10 rows a thread); 5000 x 10
+    and 300 x 300 have too many logits a thread for that (CROSS_ENTROPY_SUM_SPAN) and take a reduce."""
+    logits, labels = spread * randn(n, c), integers(n, low=0, high=c)
+    for reduction in ["mean", "sum"] + ["none"] * (n == 1):   # a (1,) loss may take the implicit 1 too
+        x = wg_tensor(logits, device, requires_grad=True)
+        loss = L.cross_entropy(x, wg.tensor(labels, device=device), reduction=reduction)
+        loss.backward()
+        t = torch.tensor(logits, dtype=torch.float64, requires_grad=True)
+        expected = F.cross_entropy(t, torch.from_numpy(labels).long(), reduction=reduction)
+        expected.backward()
+        assert_close(loss, expected.detach(), what=f"{reduction} of {n} x {c}")
+        assert_close(x.grad, t.grad, what=f"gradient of the {reduction} of {n} x {c}")
+
+
+def test_cross_entropy_of_a_batch_is_one_dispatch_each_way(monkeypatch):
+    """A training step's loss on webgpu: the mean (or sum) is taken in the loss's kernel, and
+    loss.backward() is the backward kernel alone (no seed of ones, no division by N)."""
+    runtime = wg.get_backend("webgpu").runtime
+    kernels = []
+    monkeypatch.setattr(runtime, "dispatch",
+                        lambda *a, queue=runtime.dispatch, **k: kernels.append(a) or queue(*a, **k))
+    for reduction in ("mean", "sum"):
+        x = wg.tensor(randn(128, 10), device="webgpu", requires_grad=True)
+        y = wg.tensor(integers(128, low=0, high=10), device="webgpu")
+        kernels.clear()
+        loss = L.cross_entropy(x, y, reduction=reduction)
+        assert len(kernels) == 1, tag(f"{reduction}: forward took {len(kernels)} dispatches")
+        loss.backward()
+        assert len(kernels) == 2, tag(f"{reduction}: backward took {len(kernels) - 1} dispatches")
+        assert x.grad is not None
+
+
 def test_cross_entropy_errors(device):
     x = wg_tensor(randn(4, 3), device)
     with pytest.raises(ValueError):

@@ -1,8 +1,9 @@
 """Reverse-mode autograd: grad mode, the Function node, and the backward pass.
 
 A Function's forward runs on Tensors with grad recording off; its backward gets the output's
-gradient as a Tensor and returns one gradient (or None) per Tensor input, written with Tensor
-ops, so every rule runs on whichever device the tensors live on.
+gradient as a Tensor (or None, see Function.takes_unit_grad) and returns one gradient (or None)
+per Tensor input, written with Tensor ops, so every rule runs on whichever device the tensors
+live on.
 """
 import array
 import contextlib
@@ -106,6 +107,9 @@ def _check_anomaly(ctx, tensors, backward):
 
 class Function:
     """One recorded op. Subclasses define forward(*args, **kwargs) and backward(grad)."""
+    # A Function whose output is a scalar may take backward()'s implicit gradient, 1, as grad=None
+    # and fold it into its kernel: that saves filling a ones tensor (a dispatch) in every step.
+    takes_unit_grad = False
 
     def __init__(self, inputs):
         self.inputs = inputs          # positional args of forward: Tensors and plain values
@@ -113,23 +117,27 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        # The hot path of every op: no context manager, no import, no generator here.
         global _grad_enabled
-        from ._tensor import Tensor
         ctx = cls(args)
-        recording, _grad_enabled = _grad_enabled, False   # (not the context manager: this is the hot path)
+        recording, _grad_enabled = _grad_enabled, False
         try:
             out = ctx.forward(*args, **kwargs)
         finally:
             _grad_enabled = recording
         if _anomaly:
             _check_anomaly(ctx, [out], backward=False)
-        if recording and any(isinstance(a, Tensor) and a.requires_grad for a in args):
-            # The graph's node is a new Tensor object: ctx may keep `out` for its backward, and
-            # ctx -> out -> ctx would be a reference cycle, its GPU buffers held until Python's
-            # garbage collector happens to run.
-            out = Tensor(out._storage, out.shape, out.dtype, out.device, out._strides, out._offset)
-            out.requires_grad = True
-            out._ctx = ctx
+        if recording:
+            Tensor = _tensor.Tensor
+            for a in args:
+                if isinstance(a, Tensor) and a.requires_grad:
+                    # The graph's node is a new Tensor object: ctx may keep `out` for its backward, and
+                    # ctx -> out -> ctx would be a reference cycle, its GPU buffers held until Python's
+                    # garbage collector happens to run.
+                    out = Tensor(out._storage, out.shape, out.dtype, out.device, out._strides, out._offset)
+                    out.requires_grad = True
+                    out._ctx = ctx
+                    break
         return out
 
     def forward(self, *args, **kwargs):
@@ -172,15 +180,15 @@ def backward(root, grad=None, retain_graph=False):
         if math.prod(root.shape) != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs; "
                                "pass a gradient to backward()")
-        grad = ones_like(root)
+        grad = None if root._ctx is not None and root._ctx.takes_unit_grad else ones_like(root)
     grads = {id(root): grad}
     # A backward rule's own ops are not checked one by one: its gradients are, named after it.
     check, rules_checked = _anomaly, _anomaly_mode(False)
     with _grad_mode(False), rules_checked:
         for t in _graph_order(root):
-            g = grads.pop(id(t), None)
-            if g is None:
+            if id(t) not in grads:
                 continue
+            g = grads.pop(id(t))
             ctx = t._ctx
             if ctx is None:                      # a leaf: accumulate into .grad (dense, like the leaf,
                 t.grad = g.contiguous() if t.grad is None else t.grad + g   # not a broadcast view)
@@ -205,3 +213,6 @@ def backward(root, grad=None, retain_graph=False):
                 grads[key] = pg if key not in grads else grads[key] + pg
             if not retain_graph:
                 ctx.release()
+
+
+from . import _tensor  # noqa: E402 (a cycle: _tensor imports this module first)

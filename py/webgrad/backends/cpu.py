@@ -78,31 +78,69 @@ class CPUBackend:
         np.add.at(region, tuple(grid), self.view(grad))
         return out.reshape(-1)
 
-    def cross_entropy(self, logits, labels):
-        """Per-row loss and log-sum-exp: shaders/cross_entropy.wgsl's forward."""
+    def cross_entropy(self, logits, labels, scale=None):
+        """Per-row loss (or their sum times scale) and log-sum-exp: shaders/cross_entropy.wgsl's forward."""
         x, y = self.view(logits), self.view(labels)
         outside = (y < 0) | (y >= x.shape[1])
         if outside.any():
             raise IndexError(f"cross_entropy: target {y[outside][0]} is out of bounds for {x.shape[1]} classes")
         top = x.max(1, keepdims=True)
         lse = (top + np.log(np.exp(x - top).sum(1, keepdims=True)))[:, 0]
-        return lse - x[np.arange(len(y)), y], lse
+        loss = lse - x[np.arange(len(y)), y]
+        return (loss if scale is None else (loss.sum() * scale).astype(loss.dtype).reshape(1)), lse
 
-    def cross_entropy_backward(self, logits, labels, lse, grad):
+    def cross_entropy_backward(self, logits, labels, lse, grad, scale):
         y = self.view(labels)
         out = np.exp(self.view(logits) - self.view(lse)[:, None])
         out[np.arange(len(y)), y] -= 1
-        return (out * self.view(grad)[:, None]).reshape(-1)
+        return (out * (scale if grad is None else self.view(grad)[:, None] * scale)).reshape(-1)
 
-    def fold(self, g, shape, kernel, stride, dilation):
-        out = np.zeros(shape, self.view(g).dtype)
-        windows = self.view(g)
-        ho, wo = windows.shape[4:]
+    def fold(self, g, shape, kernel, stride, dilation, padding=(0, 0)):
+        return _fold(self.view(g), shape, kernel, stride, dilation, padding).reshape(-1)
+
+    def conv2d(self, x, weight, bias, stride, padding, dilation):
+        out = np.einsum("ockl,ncklyx->noyx", self.view(weight),
+                        _windows(self.view(x), weight.shape[2:], stride, padding, dilation))
+        if bias is not None:
+            out = out + self.view(bias)[:, None, None]
+        return out.reshape(-1)
+
+    def conv2d_input_grad(self, grad, weight, in_shape, padding, dilation):
+        cols = np.einsum("ockl,noyx->ncklyx", self.view(weight), self.view(grad))
+        return _fold(cols, in_shape, weight.shape[2:], (1, 1), dilation, padding).reshape(-1)
+
+    def conv2d_weight_grad(self, grad, x, kernel, stride, padding, dilation):
+        return np.einsum("noyx,ncklyx->ockl", self.view(grad),
+                         _windows(self.view(x), kernel, stride, padding, dilation)).reshape(-1)
+
+    def max_pool2d(self, x, shape, kernel, stride, padding, dilation):
+        """shaders/pool.wgsl's max_forward, one window tap at a time over all outputs: the first
+        maximum wins, any NaN beats a number and a later NaN an earlier one; padding is skipped (a
+        window of padding only gives the lowest value and index -1)."""
+        a = self.view(x)
+        h, w = x.shape[2:]
+        ho, wo = shape[2:]
+        lowest = -np.inf if a.dtype.kind == "f" else np.iinfo(a.dtype).min if a.dtype.kind in "iu" else False
+        best, picked = np.full(shape, lowest, a.dtype), np.full(shape, -1, np.int32)
         for ky in range(kernel[0]):
+            ys = np.arange(ho, dtype=np.int32) * stride[0] + ky * dilation[0] - padding[0]
             for kx in range(kernel[1]):
-                y, x = ky * dilation[0], kx * dilation[1]
-                out[:, :, y:y + stride[0] * (ho - 1) + 1:stride[0], x:x + stride[1] * (wo - 1) + 1:stride[1]] += \
-                    windows[:, :, ky, kx]
+                xs = np.arange(wo, dtype=np.int32) * stride[1] + kx * dilation[1] - padding[1]
+                real = ((ys >= 0) & (ys < h))[:, None] & ((xs >= 0) & (xs < w))
+                v = a[:, :, ys.clip(0, h - 1)[:, None], xs.clip(0, w - 1)]
+                take = real & ((picked < 0) | (v != v) | ((best == best) & (v > best)))
+                best = np.where(take, v, best)
+                picked = np.where(take, ys[:, None] * w + xs, picked)
+        return best.reshape(-1), picked.reshape(-1)
+
+    def max_pool2d_backward(self, grad, indices, shape, kernel, stride, padding, dilation):
+        """Each window's gradient added to the element it picked, in window order (as PyTorch sums)."""
+        planes, windows = shape[0] * shape[1], grad.shape[2] * grad.shape[3]
+        g, idx = self.view(grad).reshape(planes, windows), self.view(indices).reshape(planes, windows)
+        rows = np.broadcast_to(np.arange(planes)[:, None], idx.shape)
+        real = idx >= 0   # (-1: a window of padding only picked nothing)
+        out = np.zeros((planes, shape[2] * shape[3]), g.dtype)
+        np.add.at(out, (rows[real], idx[real]), g[real])
         return out.reshape(-1)
 
     def random(self, numel, normal, draw, dtype):
@@ -148,6 +186,30 @@ class CPUBackend:
 
     def sync(self):
         pass
+
+
+def _windows(x, kernel, stride, padding, dilation):
+    """The (N, C, kh, kw, Ho, Wo) sliding windows of x (N, C, H, W) padded with zeros, as a view."""
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    n, c, h, w = x.shape
+    ho, wo = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
+    s = x.strides
+    return np.lib.stride_tricks.as_strided(x, (n, c, kh, kw, ho, wo),
+                                           (s[0], s[1], s[2] * dh, s[3] * dw, s[2] * sh, s[3] * sw))
+
+
+def _fold(windows, shape, kernel, stride, dilation, padding):
+    """The sum of the (N, C, kh, kw, Ho, Wo) windows back into the padded image, unpadded."""
+    (ph, pw), (n, c, h, w) = padding, shape
+    out = np.zeros((n, c, h + 2 * ph, w + 2 * pw), windows.dtype)
+    ho, wo = windows.shape[4:]
+    for ky in range(kernel[0]):
+        for kx in range(kernel[1]):
+            y, x = ky * dilation[0], kx * dilation[1]
+            out[:, :, y:y + stride[0] * (ho - 1) + 1:stride[0], x:x + stride[1] * (wo - 1) + 1:stride[1]] += \
+                windows[:, :, ky, kx]
+    return out[:, :, ph:ph + h, pw:pw + w]
 
 
 def _pcg(v):

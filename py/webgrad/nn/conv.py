@@ -1,8 +1,9 @@
 """Convolution, pooling and dropout layers, with torch.nn's names, arguments, state_dict names
-and reprs. The maths is webgrad.ops.conv (a sliding-window view, im2col and a matmul)."""
+and reprs. The maths is webgrad.ops.conv (a sliding-window view, im2col and a matmul; max pooling
+has kernels of its own)."""
 import math
 
-from ..ops.conv import _pair, check_pool_padding
+from ..ops.conv import _pair, check_pool_padding, no_ceil_mode
 from ..ops.creation import empty
 from . import functional as F
 from . import init
@@ -75,19 +76,13 @@ class Conv2d(Module):
         return text
 
 
-def _no_ceil_mode(name, ceil_mode):
-    if ceil_mode:
-        raise NotImplementedError(f"{name}: ceil_mode=True is not supported")
-
-
 class MaxPool2d(Module):
-    """Max over kh x kw windows (stride defaults to the kernel size); padding pads with -inf."""
+    """Max over kh x kw windows (stride defaults to the kernel size); padding is never picked. With
+    return_indices, forward gives (values, int32 indices) as F.max_pool2d does."""
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
-        if return_indices:
-            raise NotImplementedError("MaxPool2d: return_indices=True is not supported")
-        _no_ceil_mode("MaxPool2d", ceil_mode)
+        no_ceil_mode("MaxPool2d", ceil_mode)
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride
         self.padding, self.dilation = padding, dilation
@@ -95,7 +90,8 @@ class MaxPool2d(Module):
         check_pool_padding(kernel_size, padding)
 
     def forward(self, input):  # noqa: A002
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation)
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            return_indices=self.return_indices)
 
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -108,7 +104,7 @@ class AvgPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
         super().__init__()
-        _no_ceil_mode("AvgPool2d", ceil_mode)
+        no_ceil_mode("AvgPool2d", ceil_mode)
         if not count_include_pad:
             raise NotImplementedError("AvgPool2d: count_include_pad=False is not supported")
         if divisor_override is not None:

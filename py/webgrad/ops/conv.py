@@ -1,12 +1,13 @@
-"""Convolution and pooling, built from one view: the sliding windows of an (N, C, H, W) input as
-an (N, C, kh, kw, Ho, Wo) strided view of the same storage. Convolution copies the windows into
-columns and multiplies by the weight (im2col + matmul); pooling reduces the window dims. The
-view's gradient is `fold` (shaders/fold.wgsl), which sums the overlapping windows back."""
-import math
-
+"""Convolution and pooling on (N, C, H, W) inputs. Convolution is an implicit GEMM: the backend's
+matmul kernel reads the input's sliding windows in place (padding as zeros), so there is no im2col
+copy. Average pooling reads the windows as an (N, C, kh, kw, Ho, Wo) strided view of the same
+storage and takes the mean over the window dims; the view's gradient is `fold`
+(shaders/fold.wgsl), which sums the overlapping windows back. Max pooling has its own kernels
+(shaders/pool.wgsl), one dispatch each way: forward keeps the index each window picked, backward
+sends the gradient there."""
+from .. import dtypes
 from ..autograd import Function
 from .creation import full
-from .matmul import matmul_with_bias
 from .movement import _as_view, _slice_view, write_into
 from .._tensor import Tensor
 
@@ -19,10 +20,9 @@ def _pair(value, name):
 
 
 class _Windows(Function):
-    def forward(self, x, kernel, stride, dilation):
-        (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
-        n, c, h, w = x.shape
-        ho, wo = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
+    def forward(self, x, kernel, stride, dilation, out_size):
+        (kh, kw), (sh, sw), (dh, dw), (ho, wo) = kernel, stride, dilation, out_size
+        n, c = x.shape[:2]
         s = x._strides
         self.in_shape, self.geometry = x.shape, (kernel, stride, dilation)
         return _as_view(x, (n, c, kh, kw, ho, wo), (s[0], s[1], s[2] * dh, s[3] * dw, s[2] * sh, s[3] * sw),
@@ -33,8 +33,9 @@ class _Windows(Function):
         return Tensor(storage, self.in_shape, grad.dtype, grad.device)
 
 
-def windows(x, kernel_size, stride=None, dilation=1):
-    """The (N, C, kh, kw, Ho, Wo) view of x's sliding windows (no copy)."""
+def _window_geometry(x, kernel_size, stride, dilation, padding=(0, 0)):
+    """Checked (kernel, stride, dilation) pairs and the (Ho, Wo) of the sliding windows over x,
+    padded by `padding` on both sides."""
     if x.ndim != 4:
         raise RuntimeError(f"expected a 4-D (N, C, H, W) input, got shape {tuple(x.shape)}")
     kernel = _pair(kernel_size, "kernel_size")
@@ -42,10 +43,17 @@ def windows(x, kernel_size, stride=None, dilation=1):
     dilation = _pair(dilation, "dilation")
     if min(kernel) < 1 or min(stride) < 1 or min(dilation) < 1:
         raise ValueError("kernel_size, stride and dilation must be positive")
-    for size, k, d, name in zip(x.shape[2:], kernel, dilation, ("height", "width")):
+    sizes = [size + 2 * p for size, p in zip(x.shape[2:], padding)]
+    for size, k, d, name in zip(sizes, kernel, dilation, ("height", "width")):
         if d * (k - 1) + 1 > size:
             raise RuntimeError(f"kernel {kernel} (dilation {dilation}) is larger than the input {name} {size}")
-    return _Windows.apply(x, kernel, stride, dilation)
+    out_size = tuple((size - d * (k - 1) - 1) // s + 1 for size, k, s, d in zip(sizes, kernel, stride, dilation))
+    return kernel, stride, dilation, out_size
+
+
+def windows(x, kernel_size, stride=None, dilation=1):
+    """The (N, C, kh, kw, Ho, Wo) view of x's sliding windows (no copy)."""
+    return _Windows.apply(x, *_window_geometry(x, kernel_size, stride, dilation))
 
 
 class _Pad(Function):
@@ -72,6 +80,37 @@ def pad(x, pad, value=0.0):
     return x if not any(pad) else _Pad.apply(x, tuple(widths), value)
 
 
+class _Conv2d(Function):
+    """Implicit-GEMM convolution: the backend's product reads the input's windows in place (no
+    im2col copy, padding read as zeros); the input's gradient is a product over grad's windows
+    (stride 1) or columns folded back (larger strides, whose windows do not map linearly back)."""
+
+    def forward(self, x, weight, bias, stride, padding, dilation, out_size):
+        self.x, self.weight, self.bias, self.geometry = x, weight, bias, (stride, padding, dilation)
+        shape = (x.shape[0], weight.shape[0], *out_size)
+        return Tensor(x.backend.conv2d(x, weight, bias, stride, padding, dilation), shape, x.dtype, x.device)
+
+    def backward(self, grad):
+        x, weight, bias = self.x, self.weight, self.bias
+        stride, padding, dilation = self.geometry
+        grad, backend = grad.contiguous(), grad.backend
+        gx = gw = gb = None
+        if x.requires_grad:
+            if stride == (1, 1):
+                gx = backend.conv2d_input_grad(grad, weight, x.shape, padding, dilation)
+            else:
+                (n, co, ho, wo), (_, c, kh, kw) = grad.shape, weight.shape
+                cols = weight.reshape(co, c * kh * kw).mT @ grad.reshape(n, co, ho * wo)
+                gx = backend.fold(cols.reshape(n, c, kh, kw, ho, wo), x.shape, (kh, kw), stride, dilation, padding)
+            gx = Tensor(gx, x.shape, x.dtype, x.device)
+        if weight.requires_grad:
+            gw = Tensor(backend.conv2d_weight_grad(grad, x, weight.shape[2:], stride, padding, dilation),
+                        weight.shape, weight.dtype, weight.device)
+        if bias is not None and bias.requires_grad:
+            gb = grad.sum((0, 2, 3))
+        return gx, gw, gb
+
+
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if groups != 1:
         raise NotImplementedError("conv2d: groups other than 1 are not supported yet")
@@ -81,12 +120,15 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if x.shape[1] != weight.shape[1]:
         raise RuntimeError(f"conv2d: input {tuple(x.shape)} and weight {tuple(weight.shape)} do not match: "
                            f"expected {weight.shape[1]} channels, got {x.shape[1]}")
-    ph, pw = _pair(padding, "padding")
-    cols = windows(pad(x, (pw, pw, ph, ph)), weight.shape[2:], stride, dilation)
-    n, c, kh, kw, ho, wo = cols.shape
-    out = matmul_with_bias(weight.reshape(weight.shape[0], c * kh * kw), cols.reshape(n, c * kh * kw, ho * wo),
-                           bias, bias_dim=-2)
-    return out.reshape(n, weight.shape[0], ho, wo)
+    if x.device != weight.device or x.dtype is not weight.dtype or not x.dtype.is_floating_point:
+        raise RuntimeError(f"conv2d: input and weight must be floating point tensors of one dtype on one device, "
+                           f"got {x.dtype.name} on {x.device} and {weight.dtype.name} on {weight.device}")
+    if bias is not None and (bias.shape != (weight.shape[0],) or bias.device != x.device or bias.dtype is not x.dtype):
+        raise RuntimeError(f"conv2d: bias must be a {x.dtype.name} tensor of shape ({weight.shape[0]},) on "
+                           f"{x.device}, got {bias.dtype.name} {tuple(bias.shape)} on {bias.device}")
+    padding = _pair(padding, "padding")
+    kernel, stride, dilation, out_size = _window_geometry(x, weight.shape[2:], stride, dilation, padding)
+    return _Conv2d.apply(x, weight.contiguous(), bias, stride, padding, dilation, out_size)
 
 
 def check_pool_padding(kernel_size, padding):
@@ -98,9 +140,38 @@ def check_pool_padding(kernel_size, padding):
     return ph, pw
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
-    ph, pw = check_pool_padding(kernel_size, padding)
-    return windows(pad(x, (pw, pw, ph, ph), -math.inf), kernel_size, stride, dilation).amax((2, 3))
+def no_ceil_mode(name, ceil_mode):
+    if ceil_mode:
+        raise NotImplementedError(f"{name}: ceil_mode=True is not supported")
+
+
+class _MaxPool2d(Function):
+    """Max pooling's gradient: each window's gradient goes to the element the window picked, in one
+    kernel (backend.max_pool2d_backward). forward is handed the pool kernel's values and indices by
+    max_pool2d, which can then return the indices too (a Function has one output)."""
+
+    def forward(self, x, values, indices, geometry):
+        self.in_shape, self.indices, self.geometry = x.shape, indices, geometry
+        return values
+
+    def backward(self, grad):
+        storage = grad.backend.max_pool2d_backward(grad, self.indices, self.in_shape, *self.geometry)
+        return Tensor(storage, self.in_shape, grad.dtype, grad.device)
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """torch.nn.functional.max_pool2d. With return_indices, also each output's position y * W + x in
+    its input plane, as int32 (torch gives int64, which webgrad does not have). Each window picks
+    what PyTorch's CPU kernel picks: its first maximum in window order, or its last NaN if it has one."""
+    padding = check_pool_padding(kernel_size, padding)
+    no_ceil_mode("max_pool2d", ceil_mode)
+    kernel, stride, dilation, out_size = _window_geometry(x, kernel_size, stride, dilation, padding)
+    geometry = (kernel, stride, padding, dilation)
+    shape = (*x.shape[:2], *out_size)
+    values, indices = x.backend.max_pool2d(x, shape, *geometry)
+    indices = Tensor(indices, shape, dtypes.int32, x.device)
+    out = _MaxPool2d.apply(x, Tensor(values, shape, x.dtype, x.device), indices, geometry)
+    return (out, indices) if return_indices else out
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0):

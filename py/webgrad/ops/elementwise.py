@@ -10,7 +10,8 @@ import numbers
 
 from .. import dtypes
 from ..autograd import Function
-from .._tensor import Tensor
+from ..backends import get_backend
+from .._tensor import Size, Tensor
 
 
 class MapOp:
@@ -118,12 +119,10 @@ def _tie_split(g, a, b):
 
 # ---- applying an op ----
 class Map(Function):
-    def forward(self, op, *args, compute=None, out_dtype=None):
-        first = next(a for a in args if isinstance(a, Tensor))
-        shape = first.shape
-        storage = first.backend.map(op, args, shape, compute, out_dtype)
+    def forward(self, op, plan, *args):
+        storage = get_backend(plan.device).map(op, args, plan.shape, plan.compute, plan.out_dtype)
         self.op, self.args = op, args
-        self.out = Tensor(storage, shape, out_dtype, first.device)
+        self.out = Tensor(storage, plan.shape, plan.out_dtype, plan.device)
         return self.out
 
     def backward(self, grad):
@@ -137,29 +136,67 @@ class Map(Function):
 
 def _map(op, *args):
     """Promote dtypes, check devices, broadcast shapes, then run op elementwise."""
-    from .movement import broadcast_shapes, expand
-    tensors = [a for a in args if isinstance(a, Tensor)]
-    if not tensors:
-        raise TypeError(f"{op.name} needs at least one Tensor argument")
-    devices = {t.device for t in tensors}
-    if len(devices) > 1:
-        raise RuntimeError(f"{op.name}: expected all tensors to be on the same device, "
-                           f"but found at least two devices, {' and '.join(sorted(devices))}")
-    args = tuple(_python_scalar(a, op) for a in args)
-    kinds = op.arg_kinds or (None,) * len(args)
-    compute = _compute_dtype(op, [a for a, k in zip(args, kinds) if k is None])
-    if not compute.is_floating_point:   # an int operand wraps to int32 as in torch (on both devices)
-        args = tuple((a + 2**31) % 2**32 - 2**31 if type(a) is int else a for a in args)
-    out_dtype = dtypes.as_dtype(op.out) if op.out else compute
-    shape = broadcast_shapes(*[t.shape for t in tensors])
-    args = tuple(expand(a, shape) if isinstance(a, Tensor) and a.shape != shape else a for a in args)
-    if kinds[0] == _BOOL and args[0].dtype is not dtypes.bool_:
-        args = (cast(args[0], dtypes.bool_),) + args[1:]
-    out = Map.apply(op, *args, compute=compute, out_dtype=out_dtype)
-    if not out_dtype.is_floating_point:
+    # All of that follows from the operands' shapes, dtypes, devices and scalar types, not their
+    # values: it is worked out once per such signature (a _Plan) and reused by every later call.
+    key = (op, *[(a.shape, a.dtype, a.device) if isinstance(a, Tensor) else type(a) for a in args])
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _Plan(op, args)
+        if len(_plans) >= PLANS_KEPT:
+            _plans.clear()
+        _plans[key] = plan
+    if plan.convert:
+        args = plan.converted(op, args)
+    out = Map.apply(op, plan, *args)
+    if not plan.floating:
         out.requires_grad = False
         out._ctx = None
     return out
+
+
+class _Plan:
+    """_map's checks, dtype promotion and broadcasting for one signature of operands."""
+    __slots__ = ("compute", "out_dtype", "floating", "shape", "device", "convert")
+
+    def __init__(self, op, args):
+        from .movement import broadcast_shapes
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        if not tensors:
+            raise TypeError(f"{op.name} needs at least one Tensor argument")
+        devices = {t.device for t in tensors}
+        if len(devices) > 1:
+            raise RuntimeError(f"{op.name}: expected all tensors to be on the same device, "
+                               f"but found at least two devices, {' and '.join(sorted(devices))}")
+        kinds = op.arg_kinds or (None,) * len(args)
+        if kinds[0] == _BOOL and not isinstance(args[0], Tensor):
+            raise TypeError(f"{op.name}: the condition must be a bool tensor, not {type(args[0]).__name__}")
+        plain = [_python_scalar(a, op) for a in args]
+        self.compute = _compute_dtype(op, [a for a, k in zip(plain, kinds) if k is None])
+        self.out_dtype = dtypes.as_dtype(op.out) if op.out else self.compute
+        self.floating = self.out_dtype.is_floating_point
+        self.shape = Size(broadcast_shapes(*[t.shape for t in tensors]))
+        self.device = tensors[0].device
+        # whether converted() changes any operand of this signature
+        self.convert = any(
+            a.shape != self.shape or (kind == _BOOL and a.dtype is not dtypes.bool_) if isinstance(a, Tensor)
+            else not isinstance(a, (bool, int, float)) or (type(a) is int and not self.compute.is_floating_point)
+            for a, kind in zip(args, kinds))
+
+    def converted(self, op, args):
+        """The operands as the kernel takes them: Python scalars, wrapped to int32 for an integer
+        op, tensors broadcast to the result's shape, where's condition as bool."""
+        from .movement import expand
+        args = tuple(_python_scalar(a, op) for a in args)
+        if not self.compute.is_floating_point:   # an int operand wraps to int32 as in torch (on both devices)
+            args = tuple((a + 2**31) % 2**32 - 2**31 if type(a) is int else a for a in args)
+        args = tuple(expand(a, self.shape) if isinstance(a, Tensor) and a.shape != self.shape else a for a in args)
+        if op.arg_kinds and op.arg_kinds[0] == _BOOL and args[0].dtype is not dtypes.bool_:
+            args = (cast(args[0], dtypes.bool_),) + args[1:]
+        return args
+
+
+_plans = {}        # _map's key -> _Plan
+PLANS_KEPT = 4096  # past this many signatures (ever new shapes) the cache starts over
 
 
 def _python_scalar(a, op):

@@ -1,5 +1,7 @@
 """Softmax, log-softmax and the losses built on them (numerically stable: the row max is
 subtracted before exp)."""
+import math
+
 from .. import dtypes
 from ..autograd import Function
 from .movement import wrap_dim
@@ -33,19 +35,26 @@ class _LogSoftmax(Function):
 
 
 class _CrossEntropy(Function):
-    """Per-row cross-entropy of (N, C) logits against int class labels, one fused kernel each way
-    (backend.cross_entropy); the row's log-sum-exp is kept for the backward."""
+    """Cross-entropy of (N, C) logits against int class labels, per row or reduced to their mean or
+    sum, one fused kernel each way (backend.cross_entropy); the rows' log-sum-exp is kept for the
+    backward. One node for the reduced loss, so its backward is one kernel, which takes
+    backward()'s implicit gradient itself."""
+    takes_unit_grad = True
 
-    def forward(self, logits, labels):
-        loss, lse = logits.backend.cross_entropy(logits, labels)
-        rows = (logits.shape[0],)
+    def forward(self, logits, labels, reduction):
+        rows = logits.shape[0]
+        # what the rows' summed losses are multiplied by; None keeps them per row
+        self.scale = {"none": None, "sum": 1.0, "mean": 1 / rows if rows else math.nan}[reduction]
+        loss, lse = logits.backend.cross_entropy(logits, labels, self.scale)
         self.logits, self.labels = logits, labels
-        self.lse = Tensor(lse, rows, logits.dtype, logits.device)
-        return Tensor(loss, rows, logits.dtype, logits.device)
+        self.lse = Tensor(lse, (rows,), logits.dtype, logits.device)
+        return Tensor(loss, (rows,) if self.scale is None else (), logits.dtype, logits.device)
 
     def backward(self, grad):
         logits = self.logits
-        g = logits.backend.cross_entropy_backward(logits, self.labels, self.lse, grad)
+        g = logits.backend.cross_entropy_backward(logits, self.labels, self.lse,
+                                                  None if grad is None else grad.expand(logits.shape[0]),
+                                                  1.0 if self.scale is None else self.scale)
         return Tensor(g, logits.shape, logits.dtype, logits.device), None
 
 
@@ -63,14 +72,14 @@ def log_softmax(x, dim):
     return _LogSoftmax.apply(_float(x, "log_softmax"), wrap_dim(dim, x.ndim))
 
 
+def _check_reduction(reduction):
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction; use 'mean', 'sum' or 'none'")
+
+
 def _reduce_loss(loss, reduction):
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError(f"{reduction} is not a valid value for reduction; use 'mean', 'sum' or 'none'")
+    _check_reduction(reduction)
+    return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
 
 
 def cross_entropy(input, target, reduction="mean", label_smoothing=0.0):  # noqa: A002
@@ -79,6 +88,7 @@ def cross_entropy(input, target, reduction="mean", label_smoothing=0.0):  # noqa
         raise TypeError(f"cross_entropy: target must be a Tensor, not {type(target).__name__}")
     if input.ndim not in (1, 2):
         raise ValueError(f"cross_entropy expects (N, C) or (C,) logits, got shape {tuple(input.shape)}")
+    _check_reduction(reduction)
     batched = input.ndim == 2
     logits = input if batched else input.unsqueeze(0)
     classes = logits.shape[1]
@@ -100,12 +110,12 @@ def cross_entropy(input, target, reduction="mean", label_smoothing=0.0):  # noqa
         if labels.shape != (logits.shape[0],):
             raise ValueError(f"cross_entropy: expected target of shape ({logits.shape[0]},) for input "
                              f"{tuple(input.shape)}, got {tuple(target.shape)}")
-        if label_smoothing:
-            logp = log_softmax(logits, 1)
-            loss = -logp.gather(1, labels.unsqueeze(1)).squeeze(1) * (1 - label_smoothing) - \
-                logp.mean(1) * label_smoothing
-        else:
-            loss = _CrossEntropy.apply(_float(logits, "cross_entropy"), labels)
+        if not label_smoothing:   # one node, the reduction included
+            loss = _CrossEntropy.apply(_float(logits, "cross_entropy"), labels, reduction)
+            return loss if batched or reduction != "none" else loss.squeeze(0)
+        logp = log_softmax(logits, 1)
+        loss = -logp.gather(1, labels.unsqueeze(1)).squeeze(1) * (1 - label_smoothing) - \
+            logp.mean(1) * label_smoothing
     return _reduce_loss(loss if batched else loss.squeeze(0), reduction)
 
 

@@ -214,11 +214,15 @@ class NativeDriver:
         set_pipeline = _lib.wgpuComputePassEncoderSetPipeline
         set_bind_group = _lib.wgpuComputePassEncoderSetBindGroup
         dispatch = _lib.wgpuComputePassEncoderDispatchWorkgroups
+        pipelines, bind_groups, current = self._pipelines, self._bind_groups, None
         for pipeline_handle, buffer_handles, params_offset, (x, y, z) in dispatches:
-            pipeline, bindings = self._pipelines[pipeline_handle]
-            set_pipeline(pass_ptr, pipeline._internal)
+            pipeline, bindings = pipelines[pipeline_handle]
+            if pipeline_handle != current:   # a run of one kernel (a common case) sets it once
+                set_pipeline(pass_ptr, pipeline._internal)
+                current = pipeline_handle
+            group = bind_groups.get((bindings, buffer_handles)) or self._bind_group(bindings, buffer_handles)
             offset[0] = params_offset
-            set_bind_group(pass_ptr, 0, self._bind_group(bindings, buffer_handles)._internal, 1, offset)
+            set_bind_group(pass_ptr, 0, group._internal, 1, offset)
             dispatch(pass_ptr, x, y, z)
         cpass.end()
         self._queue.submit([encoder.finish()])

@@ -5,6 +5,7 @@ size class, and a queue of dispatches that is encoded into one compute pass and 
 when a value is read or the queue is long. Each dispatch's parameters are 64 u32 words in one
 shared arena that the driver uploads with the batch.
 """
+import functools
 import struct
 from collections import defaultdict
 
@@ -12,9 +13,10 @@ PARAMS_BYTES = 256
 PARAMS_WORDS = PARAMS_BYTES // 4
 MAX_QUEUED = 1024
 POOL_LIMIT = 256 << 20
-_ZERO_BLOCK = bytes(PARAMS_BYTES)
 _F32 = struct.Struct("<f")
 _U32 = struct.Struct("<I")
+# _BLOCKS[n] packs n parameter words into a whole block, zero-padded
+_BLOCKS = [struct.Struct(f"<{n}I{PARAMS_BYTES - 4 * n}x") for n in range(PARAMS_WORDS + 1)]
 
 
 class DeviceLost(RuntimeError):
@@ -46,6 +48,7 @@ def word_aligned(offset, data, read_word):
     return start, span
 
 
+@functools.lru_cache(maxsize=4096)
 def _size_class(nbytes):
     """Round up to 256 bytes, then to a quarter of the next power of two, so buffers are reused."""
     nbytes = max(256, (nbytes + 255) & ~255)
@@ -95,6 +98,7 @@ class Runtime:
         self.live_buffers = self.live_bytes = self.pool_bytes = self.peak_bytes = 0
         # A tensor's buffer is bound whole by the kernels that read it, so it may be no larger.
         self.max_tensor_bytes = min(self.limits["max_storage_buffer_binding_size"], self.limits["max_buffer_size"])
+        self._max_groups = self.limits["max_compute_workgroups_per_dimension"]
         # Freed buffers kept for reuse, at most this many bytes; the rest are destroyed.
         self.pool_limit = POOL_LIMIT
 
@@ -124,7 +128,8 @@ class Runtime:
             handle = self.driver.create_buffer(size)
         self.live_buffers += 1
         self.live_bytes += size
-        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        if self.live_bytes > self.peak_bytes:
+            self.peak_bytes = self.live_bytes
         return Storage(handle, size, self)
 
     def release(self, storage):
@@ -177,9 +182,8 @@ class Runtime:
             raise RuntimeError(f"webgpu: kernel parameters exceed {PARAMS_WORDS} words "
                                f"(too many dimensions?)")
         offset = len(self._params)
-        self._params += _ZERO_BLOCK
-        struct.pack_into(f"<{len(words)}I", self._params, offset, *words)
-        handles, grid = tuple(s.handle for s in storages), self._grid(groups)
+        self._params += _BLOCKS[len(words)].pack(*words)
+        handles, grid = tuple([s.handle for s in storages]), self._grid(groups)
         self._queue.append((pipeline, handles, offset, grid))
         if self._recording is not None:
             recording = self._recording
@@ -192,7 +196,7 @@ class Runtime:
             self.flush()
 
     def _grid(self, groups):
-        per_dim = self.limits["max_compute_workgroups_per_dimension"]
+        per_dim = self._max_groups
         if isinstance(groups, tuple):
             if max(groups) > per_dim:
                 raise RuntimeError(f"webgpu: grid {groups} exceeds {per_dim} workgroups per dimension")
@@ -252,7 +256,7 @@ class Runtime:
         self._params += recording.params
         for index, words_fn in recording.refresh:
             words = words_fn()
-            struct.pack_into(f"<{len(words)}I", self._params, base + index * PARAMS_BYTES, *words)
+            _BLOCKS[len(words)].pack_into(self._params, base + index * PARAMS_BYTES, *words)
         self._queue += [(pipeline, handles, base + i * PARAMS_BYTES, grid)
                         for i, (pipeline, handles, grid) in enumerate(recording.dispatches)]
         if len(self._queue) >= MAX_QUEUED:
