@@ -9,11 +9,24 @@
 // max_backward: one thread per input pixel sums grad over the windows that picked it. It visits
 // only the windows with a tap on the pixel, in ascending (oy, ox) order (PyTorch's order of
 // summation, so ties give the same gradient bit for bit), and needs no atomics.
-// Params: [0] numel (outputs forward, inputs backward), [1] C, [2] H, [3] W, [4] Ho, [5] Wo,
-// [6] kh, [7] kw, [8] stride y, [9] stride x, [10] padding y, [11] padding x, [12] dilation y,
-// [13] dilation x, then the layout of src (x forward, grad backward): [14] offset, [15 .. 19)
-// strides. `picked` is contiguous (N, C, Ho, Wo).
+// The geometry is made constants of the kernel (integer division by a constant is cheap): C, H, W,
+// Ho, Wo, the kernel, stride, padding and dilation. Params: [0] numel (outputs forward, inputs
+// backward), then the layout of src (x forward, grad backward): [1] offset, [2 .. 6) strides.
+// `picked` is contiguous (N, C, Ho, Wo).
 alias T = {{type}};
+const C: u32 = {{c}}u;
+const H: u32 = {{h}}u;
+const W: u32 = {{w}}u;
+const HO: u32 = {{ho}}u;
+const WO: u32 = {{wo}}u;
+const KH: u32 = {{kh}}u;
+const KW: u32 = {{kw}}u;
+const SY: u32 = {{sy}}u;
+const SX: u32 = {{sx}}u;
+const PY: u32 = {{py}}u;
+const PX: u32 = {{px}}u;
+const DY: u32 = {{dy}}u;
+const DX: u32 = {{dx}}u;
 
 @group(0) @binding(1) var<storage, read_write> out: array<T>;        // values (forward), d x (backward)
 @group(0) @binding(2) var<storage, read_write> picked: array<i32>;   // written forward, read backward
@@ -29,23 +42,23 @@ fn max_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
                @builtin(local_invocation_index) li: u32) {
     let i = flat_id(wg, nwg) * 256u + li;
     if (i >= p[0]) { return; }
-    let ox = i % p[5];
-    let oy = (i / p[5]) % p[4];
-    let c = (i / (p[4] * p[5])) % p[1];
-    let n = i / (p[4] * p[5] * p[1]);
-    let base = p[14] + n * p[15] + c * p[16];
+    let ox = i % WO;
+    let oy = (i / WO) % HO;
+    let c = (i / (HO * WO)) % C;
+    let n = i / (HO * WO * C);
+    let base = p[1] + n * p[2] + c * p[3];
     var best = {{lowest}};
     var at = -1;   // nothing picked yet
-    for (var ky = 0u; ky < p[6]; ky++) {
-        let y = i32(oy * p[8] + ky * p[12]) - i32(p[10]);
-        if (y < 0 || y >= i32(p[2])) { continue; }
-        for (var kx = 0u; kx < p[7]; kx++) {
-            let x = i32(ox * p[9] + kx * p[13]) - i32(p[11]);
-            if (x < 0 || x >= i32(p[3])) { continue; }
-            let v = src[base + u32(y) * p[17] + u32(x) * p[18]];
+    for (var ky = 0u; ky < KH; ky++) {
+        let y = i32(oy * SY + ky * DY) - i32(PY);
+        if (y < 0 || y >= i32(H)) { continue; }
+        for (var kx = 0u; kx < KW; kx++) {
+            let x = i32(ox * SX + kx * DX) - i32(PX);
+            if (x < 0 || x >= i32(W)) { continue; }
+            let v = src[base + u32(y) * p[4] + u32(x) * p[5]];
             if (at < 0 || is_nan(v) || (!is_nan(best) && v > best)) {
                 best = v;
-                at = y * i32(p[3]) + x;
+                at = y * i32(W) + x;
             }
         }
     }
@@ -58,26 +71,26 @@ fn max_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) n
                 @builtin(local_invocation_index) li: u32) {
     let i = flat_id(wg, nwg) * 256u + li;
     if (i >= p[0]) { return; }
-    let x = i % p[3];
-    let y = (i / p[3]) % p[2];
-    let c = (i / (p[2] * p[3])) % p[1];
-    let n = i / (p[2] * p[3] * p[1]);
-    let plane = (n * p[1] + c) * p[4] * p[5];
-    let base = p[14] + n * p[15] + c * p[16];
-    let me = i32(y * p[3] + x);
-    let py = y + p[10];   // = oy * stride + ky * dilation for the windows whose tap ky is on row y
-    let px = x + p[11];
+    let x = i % W;
+    let y = (i / W) % H;
+    let c = (i / (H * W)) % C;
+    let n = i / (H * W * C);
+    let plane = (n * C + c) * HO * WO;
+    let base = p[1] + n * p[2] + c * p[3];
+    let me = i32(y * W + x);
+    let py = y + PY;   // = oy * stride + ky * dilation for the windows whose tap ky is on row y
+    let px = x + PX;
     var acc = T(0);
-    for (var ky = p[6]; ky > 0u; ky--) {   // the last tap first: ascending oy
-        let dy = (ky - 1u) * p[12];
-        if (dy > py || (py - dy) % p[8] != 0u || (py - dy) / p[8] >= p[4]) { continue; }
-        let oy = (py - dy) / p[8];
-        for (var kx = p[7]; kx > 0u; kx--) {
-            let dx = (kx - 1u) * p[13];
-            if (dx > px || (px - dx) % p[9] != 0u || (px - dx) / p[9] >= p[5]) { continue; }
-            let ox = (px - dx) / p[9];
-            if (picked[plane + oy * p[5] + ox] == me) {
-                acc += src[base + oy * p[17] + ox * p[18]];
+    for (var ky = KH; ky > 0u; ky--) {   // the last tap first: ascending oy
+        let dy = (ky - 1u) * DY;
+        if (dy > py || (py - dy) % SY != 0u || (py - dy) / SY >= HO) { continue; }
+        let oy = (py - dy) / SY;
+        for (var kx = KW; kx > 0u; kx--) {
+            let dx = (kx - 1u) * DX;
+            if (dx > px || (px - dx) % SX != 0u || (px - dx) / SX >= WO) { continue; }
+            let ox = (px - dx) / SX;
+            if (picked[plane + oy * WO + ox] == me) {
+                acc += src[base + oy * p[4] + ox * p[5]];
             }
         }
     }

@@ -66,6 +66,7 @@ def test_conv2d_random(case, device):
     ((2, 2, 4, 3), (3, 2, 3, 3), True, dict(padding=2, dilation=2)),          # kernel only fits after padding
     ((1, 3, 13, 5), (1, 3, 2, 5), False, dict(stride=3, padding=(0, 2))),     # strides that skip the tail
     ((2, 1, 1, 9), (2, 1, 1, 3), True, dict(stride=(1, 2), dilation=(1, 2))),  # height 1
+    ((1, 1, 6, 1), (2, 1, 2, 1), False, dict(padding=(0, 1), dilation=(2, 1))),  # width 1, padded
 ])
 def test_conv2d_fixed(x_shape, w_shape, bias, kwargs, device):
     _check_conv(x_shape, w_shape, bias, kwargs, device)

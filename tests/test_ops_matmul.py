@@ -201,6 +201,6 @@ def test_matmul_splits_k_only_where_the_output_is_small():
         groups = -(-m // (tiles.wy * tiles.tm)) * -(-n // (tiles.wx * tiles.tn)) * batch
         assert 1 <= splits <= backend.MATMUL_MAX_SPLITS
         assert splits == 1 or (groups < backend.MATMUL_GROUPS and k // splits >= backend.MATMUL_MIN_SPLIT_K)
-        if groups >= backend.MATMUL_GROUPS or k < 2 * backend.MATMUL_MIN_SPLIT_K:
+        if groups >= backend.MATMUL_GROUPS or k < backend.MATMUL_SPLIT_FROM_K:
             assert splits == 1, (m, n, k, batch)
     assert backend.matmul_splits(3, 5, 40_000, 1, backend.matmul_tiles(3, 5, 1, True), True) == 3   # software: short loops

@@ -96,22 +96,22 @@ class CPUBackend:
         return (out * (scale if grad is None else self.view(grad)[:, None] * scale)).reshape(-1)
 
     def fold(self, g, shape, kernel, stride, dilation, padding=(0, 0)):
-        return _fold(self.view(g), shape, kernel, stride, dilation, padding).reshape(-1)
+        return _fold(self.view(g), shape, kernel, stride, dilation, padding)
 
     def conv2d(self, x, weight, bias, stride, padding, dilation):
         out = np.einsum("ockl,ncklyx->noyx", self.view(weight),
                         _windows(self.view(x), weight.shape[2:], stride, padding, dilation))
         if bias is not None:
             out = out + self.view(bias)[:, None, None]
-        return out.reshape(-1)
+        return np.ascontiguousarray(out).reshape(-1)
 
     def conv2d_input_grad(self, grad, weight, in_shape, padding, dilation):
         cols = np.einsum("ockl,noyx->ncklyx", self.view(weight), self.view(grad))
-        return _fold(cols, in_shape, weight.shape[2:], (1, 1), dilation, padding).reshape(-1)
+        return _fold(cols, in_shape, weight.shape[2:], (1, 1), dilation, padding)
 
     def conv2d_weight_grad(self, grad, x, kernel, stride, padding, dilation):
-        return np.einsum("noyx,ncklyx->ockl", self.view(grad),
-                         _windows(self.view(x), kernel, stride, padding, dilation)).reshape(-1)
+        return np.ascontiguousarray(np.einsum("noyx,ncklyx->ockl", self.view(grad),
+                                              _windows(self.view(x), kernel, stride, padding, dilation))).reshape(-1)
 
     def max_pool2d(self, x, shape, kernel, stride, padding, dilation):
         """shaders/pool.wgsl's max_forward, one window tap at a time over all outputs: the first
@@ -200,7 +200,8 @@ def _windows(x, kernel, stride, padding, dilation):
 
 
 def _fold(windows, shape, kernel, stride, dilation, padding):
-    """The sum of the (N, C, kh, kw, Ho, Wo) windows back into the padded image, unpadded."""
+    """The sum of the (N, C, kh, kw, Ho, Wo) windows back into the padded image, unpadded, as a
+    flat storage (a copy: storages are contiguous)."""
     (ph, pw), (n, c, h, w) = padding, shape
     out = np.zeros((n, c, h + 2 * ph, w + 2 * pw), windows.dtype)
     ho, wo = windows.shape[4:]
@@ -209,7 +210,7 @@ def _fold(windows, shape, kernel, stride, dilation, padding):
             y, x = ky * dilation[0], kx * dilation[1]
             out[:, :, y:y + stride[0] * (ho - 1) + 1:stride[0], x:x + stride[1] * (wo - 1) + 1:stride[1]] += \
                 windows[:, :, ky, kx]
-    return out[:, :, ph:ph + h, pw:pw + w]
+    return np.ascontiguousarray(out[:, :, ph:ph + h, pw:pw + w]).reshape(-1)
 
 
 def _pcg(v):

@@ -87,10 +87,12 @@ CROSS_ENTROPY_SUM_SPAN = 128
 # The longest inner dimension one matmul workgroup walks on a software adapter, whose shader loops
 # stop after ~65535 iterations (longer products split K).
 SOFTWARE_MATMUL_K = 16384
-# On a GPU, a product with fewer output tiles than this splits K (at least MATMUL_MIN_SPLIT_K each)
-# until it has about as many workgroups: the MLP's 128x784 @ 784x128 has 16 tiles of 32x32, so
-# one dispatch would leave most of the GPU idle while each tile walks all of K.
+# On a GPU, a product with fewer output tiles than this and a K of at least MATMUL_SPLIT_FROM_K
+# splits K (at least MATMUL_MIN_SPLIT_K each) until it has about as many workgroups: the MLP's
+# 128x784 @ 784x128 has 16 tiles of 32x32, so one dispatch would leave most of the GPU idle while
+# each tile walks all of K. A shorter K is not worth the dispatch that sums the pieces (~10 us).
 MATMUL_GROUPS = 256
+MATMUL_SPLIT_FROM_K = 512
 MATMUL_MIN_SPLIT_K = 64
 # At most this many pieces (a conv's weight gradient, 16x9 outputs over a K of 100k, takes them all).
 MATMUL_MAX_SPLITS = 256
@@ -128,6 +130,8 @@ def matmul_splits(m, n, k, batch, tiles, is_software):
     if is_software:
         return -(-k // SOFTWARE_MATMUL_K)
     groups = _groups(m, tiles.wy * tiles.tm) * _groups(n, tiles.wx * tiles.tn) * batch
+    if k < MATMUL_SPLIT_FROM_K:
+        return 1
     return max(1, min(-(-MATMUL_GROUPS // groups), k // MATMUL_MIN_SPLIT_K, MATMUL_MAX_SPLITS))
 
 
@@ -685,12 +689,14 @@ class WebGPUBackend:
         if numel:
             dtype = src.dtype
             is_nan = "(bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u" if dtype.kind == "f" else "false"
-            pipeline = self.runtime.pipeline(("pool", entry, dtype.name),
+            sizes = (*in_shape[1:], *out_shape[2:], *(v for pair in geometry for v in pair))
+            constants = dict(zip(("c", "h", "w", "ho", "wo", "kh", "kw", "sy", "sx", "py", "px", "dy", "dx"),
+                                 map(str, sizes)))
+            pipeline = self.runtime.pipeline(("pool", entry, dtype.name, sizes),
                                              lambda: fill("pool", type=dtype.wgsl, is_nan=is_nan,
-                                                          lowest=_LOWEST[dtype.wgsl]),
+                                                          lowest=_LOWEST[dtype.wgsl], **constants),
                                              entry=entry, bindings=("read_write", "read_write", "read"))
-            words = [numel, *in_shape[1:], *out_shape[2:], *(v for pair in geometry for v in pair),
-                     src._offset, *src._strides]
+            words = [numel, src._offset, *src._strides]
             self.runtime.dispatch(pipeline, [out, picked, src._storage], words, _groups(numel))
 
     def random(self, numel, normal, draw, dtype):
