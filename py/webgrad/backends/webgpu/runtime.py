@@ -11,7 +11,10 @@ from collections import defaultdict
 
 PARAMS_BYTES = 256
 PARAMS_WORDS = PARAMS_BYTES // 4
-MAX_QUEUED = 1024
+# A queue this long is submitted without waiting for a read, so the GPU works while Python queues
+# more (a training loop that reads its loss every 10 steps left the GPU idle while it queued 10
+# steps: on an H100 the replayed CNN step ran 2.1x PyTorch's speed with 1024, 3.0x with 32 or 128).
+MAX_QUEUED = 32
 POOL_LIMIT = 256 << 20
 _F32 = struct.Struct("<f")
 _U32 = struct.Struct("<I")
