@@ -70,6 +70,14 @@ def run(device):
     loss.backward()
     results["backward"] = flat(loss) + flat(w1.grad) + flat(b1.grad) + flat(w2.grad)
 
+    # Convolution (windows read in place, the input's gradient through the flipped kernel at stride 1
+    # and folded back at stride 2) and pooling, forward and backward.
+    img, cw, cb = t(2, 3, 7, 6, grad=True), t(4, 3, 3, 3, grad=True), t(4, grad=True)
+    pooled = F.max_pool2d(F.conv2d(img, cw, cb, padding=1).relu(), 2)
+    strided = F.avg_pool2d(F.conv2d(img, cw, stride=2, padding=(0, 1), dilation=(1, 2)), 2, stride=1)
+    ((pooled * pooled).sum() + (strided * strided).sum()).backward()
+    results["conv_pool"] = flat(pooled) + flat(strided) + flat(img.grad) + flat(cw.grad) + flat(cb.grad)
+
     # Optimizers: three steps each of SGD with momentum and Adam on the same quadratic.
     for name, make in (("sgd_momentum", lambda p: wg.optim.SGD([p], lr=0.1, momentum=0.9, weight_decay=0.01)),
                        ("adam", lambda p: wg.optim.Adam([p], lr=0.1))):

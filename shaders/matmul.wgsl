@@ -81,9 +81,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         if (t + BK < k) {
 {{load_next}}
         }
-        for (var kk = 0u; kk < BK; kk++) {
 {{multiply}}
-        }
     }
     let base = wg.z * m * n;
 {{store}}
