@@ -180,7 +180,11 @@ async function mnistConfigure(settings) {
   await call(mnist.configure, model, Number(lr), Number(batch), Number(test), Number(seed));
   mnistPlan = 0;
   post('mnist-state', { training: false, plan: 0 });
+  // Testing a fresh CNN on 10,000 digits takes a minute on a software GPU: say so (a Train pressed
+  // meanwhile starts after it).
+  post('mnist-status', { text: `Testing the new model on ${test} digits…` });
   await mnistEvaluate();
+  post('mnist-status', { text: 'Ready: press Train' });
 }
 
 // Trains until the plan's step count, in chunks of about 0.3 s, each followed by a progress
