@@ -130,9 +130,9 @@ def matmul_splits(m, n, k, batch, tiles, is_software):
     """How many pieces of K one product is split into (see shaders/matmul.wgsl)."""
     if is_software:
         return -(-k // SOFTWARE_MATMUL_K)
-    groups = _groups(m, tiles.wy * tiles.tm) * _groups(n, tiles.wx * tiles.tn) * batch
     if k < MATMUL_SPLIT_FROM_K:
         return 1
+    groups = _groups(m, tiles.wy * tiles.tm) * _groups(n, tiles.wx * tiles.tn) * batch
     return max(1, min(-(-MATMUL_GROUPS // groups), k // MATMUL_MIN_SPLIT_K, MATMUL_MAX_SPLITS))
 
 
@@ -290,6 +290,7 @@ def _window_operand(image, padding, k_dims, n_dims, batch_strides, along_k):
     (_, ky, kx), k_steps = k_dims
     (_, ny, nx), n_steps = n_dims
     words = [image._offset, *image.shape[-2:], -padding[0], -padding[1], *image._strides[-2:], *k_steps, *n_steps]
+    words = [word & 0xFFFFFFFF for word in words]   # origins and steps may be negative: the kernel reads i32
     return MatmulOperand(image._storage, ("window", ky, kx, ny, nx), along_k, False, words, batch_strides)
 
 
@@ -536,7 +537,7 @@ class WebGPUBackend:
         words += b.words + [0] * (_BATCH_WORDS - _B_WORDS - len(b.words))
         words += [*batch, *a.batch_strides, *b.batch_strides]
         storages = [storage, a.storage, b.storage] + ([bias._storage] if bias is not None else [])
-        self.runtime.dispatch(pipeline, storages, [w & 0xFFFFFFFF for w in words],
+        self.runtime.dispatch(pipeline, storages, words,
                               (_groups(n, tiles.wx * tiles.tn), _groups(m, tiles.wy * tiles.tm), count * splits))
         if splits == 1:
             return storage
