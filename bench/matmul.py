@@ -2,7 +2,7 @@
 
 Prints, per shape, TFLOP/s of each and the ratio webgrad / PyTorch. Every shape is first checked
 against PyTorch's product on fresh random inputs. `--sweep` also times every tile configuration
-(shaders/matmul.wgsl) at each shape, which is how backend.matmul_tiles was chosen.
+(shaders/matmul.wgsl) at each shape, which is how matmul_kernels.matmul_tiles was chosen.
 Run on the lent GPU (../shared/DEVICE.md): webgrad over Vulkan, PyTorch over CUDA, same process.
 """
 import argparse
@@ -11,18 +11,18 @@ import time
 import numpy as np
 
 import webgrad as wg
-from webgrad.backends.webgpu import backend
+from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
 
 # (batch, m, k, n): squares, an MLP step's products, and the CNN's second convolution as im2col
 # products (forward, input gradient, weight gradient) at batch 128
 SHAPES = [(1, s, s, s) for s in (512, 1024, 2048, 4096)] + [
     (1, 128, 784, 512), (1, 128, 512, 10), (1, 784, 128, 512), (1, 128, 784, 128),
     (128, 64, 288, 196), (128, 288, 64, 196), (128, 64, 196, 288)]
-CONFIGS = [backend.MatmulTiles(16, 16, 8, 8, 8), backend.MatmulTiles(16, 16, 8, 8, 16),
-           backend.MatmulTiles(16, 16, 4, 4, 16), backend.MatmulTiles(8, 8, 4, 4, 16),
-           backend.MatmulTiles(8, 32, 4, 4, 8), backend.MatmulTiles(16, 8, 8, 8, 8),
-           backend.MatmulTiles(16, 16, 8, 16, 8), backend.MatmulTiles(16, 16, 16, 8, 8),
-           backend.MatmulTiles(32, 8, 4, 8, 8)]
+CONFIGS = [matmul_kernels.MatmulTiles(16, 16, 8, 8, 8), matmul_kernels.MatmulTiles(16, 16, 8, 8, 16),
+           matmul_kernels.MatmulTiles(16, 16, 4, 4, 16), matmul_kernels.MatmulTiles(8, 8, 4, 4, 16),
+           matmul_kernels.MatmulTiles(8, 32, 4, 4, 8), matmul_kernels.MatmulTiles(16, 8, 8, 8, 8),
+           matmul_kernels.MatmulTiles(16, 16, 8, 16, 8), matmul_kernels.MatmulTiles(16, 16, 16, 8, 8),
+           matmul_kernels.MatmulTiles(32, 8, 4, 8, 8)]
 
 
 def timed(fn, sync, min_seconds=0.3):
@@ -66,19 +66,19 @@ def main():
             raise SystemExit(f"{batch}x{m}x{k}x{n}: webgrad's product is off by {error:.2e} (relative to its max)")
         flops = 2 * batch * m * n * k
         theirs = flops / timed(lambda: ta @ tb, torch.cuda.synchronize) / 1e12
-        chosen = backend.matmul_tiles(m, n, batch, False,
+        chosen = matmul_kernels.matmul_tiles(m, n, batch, False,
                                       wg.get_backend("webgpu").runtime.limits["max_compute_workgroup_storage_size"])
         ours = flops / webgrad_seconds(a, b) / 1e12
         print(f"{f'{batch}x{m}x{k}x{n}':>22} {ours:16.2f} {theirs:15.2f} {ours / theirs:6.3f}   {tuple(chosen)}")
         if args.sweep:
-            choose = backend.matmul_tiles
+            choose = matmul_kernels.matmul_tiles
             for tiles in CONFIGS:
-                backend.matmul_tiles = lambda m_, n_, batch_, software, limit, tiles=tiles: tiles
+                matmul_kernels.matmul_tiles = lambda m_, n_, batch_, software, limit, tiles=tiles: tiles
                 error = np.abs((a @ b).numpy() - expected).max() / np.abs(expected).max()
                 tflops = flops / webgrad_seconds(a, b) / 1e12
                 print(f"{'':>22} {tflops:16.2f} {'':>15} {tflops / theirs:6.3f}   {tuple(tiles)}"
                       f"{'' if error <= 1e-5 else f'  WRONG: off by {error:.1e}'}")
-            backend.matmul_tiles = choose
+            matmul_kernels.matmul_tiles = choose
 
 
 if __name__ == "__main__":

@@ -1,10 +1,15 @@
-// Shared by every kernel. Binding 0 is the dispatch's parameter block: u32 words whose layout
-// each kernel family documents. Grids past 65535 workgroups spill into y, so `flat_id` is the
-// workgroup's linear number.
-@group(0) @binding(0) var<storage, read> p: array<u32>;
+// Shared by every kernel. Binding 0 is the dispatch's parameter block, declared by its family in
+// Python (kernels/params.py): `params.<name>`, `params_<name>(i)`. Grids past 65535 workgroups
+// spill into y, so `flat_id` is the workgroup's linear number.
+const WORKGROUP_SIZE: u32 = {{workgroup_size}}u;   // kernels/common.py's WORKGROUP_SIZE
 
 fn flat_id(wg: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wg.x + wg.y * nwg.x;
+}
+
+// The element of a WORKGROUP_SIZE-thread kernel that gives each thread one element.
+fn element_id(wg: vec3<u32>, nwg: vec3<u32>, li: u32) -> u32 {
+    return flat_id(wg, nwg) * WORKGROUP_SIZE + li;
 }
 
 // The f32 with these bits. Being a function call keeps it out of constant evaluation, where Chrome's
@@ -16,21 +21,4 @@ fn f32_from_bits(bits: u32) -> f32 {
 // Byte i of a uint8 tensor, whose bytes are packed four to a u32 word (`word` holds byte i).
 fn byte_at(word: u32, i: u32) -> u32 {
     return (word >> ((i & 3u) * 8u)) & 0xffu;
-}
-
-fn pf(k: u32) -> f32 {
-    return bitcast<f32>(p[k]);
-}
-
-// Element index of the multi-index of linear index `i` (over the shape at p[shape_at..]) in a
-// tensor whose layout is at p[layout_at]: its offset, then one stride per dim.
-fn strided(i: u32, ndim: u32, shape_at: u32, layout_at: u32) -> u32 {
-    var rest = i;
-    var at = p[layout_at];
-    for (var d = ndim; d > 0u; d--) {
-        let size = p[shape_at + d - 1u];
-        at += (rest % size) * p[layout_at + d];
-        rest /= size;
-    }
-    return at;
 }

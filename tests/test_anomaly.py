@@ -14,7 +14,9 @@ import torch
 
 import webgrad as wg
 from webgrad import backends
-from webgrad.backends.webgpu.backend import WebGPUBackend, fill
+from webgrad.backends.webgpu.backend import WebGPUBackend
+from webgrad.backends.webgpu.kernels.common import fill
+from webgrad.backends.webgpu.kernels.map import map_params
 from webgrad.backends.webgpu.native import NativeDriver
 from conftest import positive, rng, tag, to_numpy, torch_tensor, wg_tensor
 
@@ -126,14 +128,14 @@ def test_off_outside_the_context(device):
 def test_broken_kernel_names_itself():
     runtime = wg.get_backend("webgpu").runtime
     name = f"undefined_{rng().integers(1 << 30)}"
-    key = ("elementwise", "broken", name)
+    key = ("map", "broken", name)
 
     def source():
-        return fill("elementwise", compute="f32", bindings="@group(0) @binding(1) var<storage, read_write> out: "
-                    "array<f32>;", body=f"    out[o] = {name};")
+        return fill("map", map_params(0, (), 0), compute="f32", bindings="@group(0) @binding(1) var<storage, "
+                    "read_write> out: array<f32>;", body=f"    out[i] = {name};")
     for _ in range(2):   # a failed compile is not cached as a pipeline: it fails the same way again
         message = _message(lambda: runtime.pipeline(key, source, bindings=("read_write",)))
-        assert str(key) in message and "shaders/elementwise.wgsl" in message, tag(message)
+        assert str(key) in message and "shaders/map.wgsl" in message, tag(message)
         assert name in message, tag(f"no compiler diagnostic in: {message}")
     a = rng().standard_normal(5).astype(np.float32)
     np.testing.assert_allclose((wg.tensor(a, device="webgpu") * 2).numpy(), a * 2, err_msg=tag("afterwards"))

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import webgrad as wg
-from webgrad.backends.webgpu.backend import REDUCE_SPAN, SCATTER_SPAN
+from webgrad.backends.webgpu.kernels.gather import SCATTER_SPAN
+from webgrad.backends.webgpu.kernels.reduce import REDUCE_SPAN
 from conftest import randn, rng, seed, tag
 
 GPU = "webgpu"
@@ -145,7 +146,7 @@ def test_fold_past_the_grid(spill):
     half = side // 2
     g = randn(1, 1, 2, 2, half, half)
     backend = wg.get_backend(GPU)
-    storage = backend.fold(gpu(g), (1, 1, side, side), (2, 2), (2, 2), (1, 1))
+    storage = backend.fold(gpu(g)._view, (1, 1, side, side), (2, 2), (2, 2), (1, 1))
     got = wg.Tensor(storage, (1, 1, side, side), wg.float32, GPU).numpy()
     want = g.transpose(0, 1, 4, 2, 5, 3).reshape(1, 1, side, side)   # out[2y + ky, 2x + kx] = g[ky, kx, y, x]
     assert side * side > first

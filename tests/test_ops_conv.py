@@ -321,9 +321,9 @@ def test_conv2d_reads_windows_in_place(stride, monkeypatch):
 def test_conv2d_split_along_k_as_on_a_gpu(shape, monkeypatch):
     """The MNIST CNN's layers with a GPU's rule for splitting K (the weight's gradient sums over the
     batch and every output pixel: few outputs, a long K): against torch."""
-    from webgrad.backends.webgpu import backend
-    gpu_rule = backend.matmul_splits
-    monkeypatch.setattr(backend, "matmul_splits", lambda m, n, k, batch, t, is_software: gpu_rule(m, n, k, batch, t, False))
+    from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
+    gpu_rule = matmul_kernels.matmul_splits
+    monkeypatch.setattr(matmul_kernels, "matmul_splits", lambda m, n, k, batch, t, is_software: gpu_rule(m, n, k, batch, t, False))
     x_shape, w_shape = shape
     _check_conv(x_shape, w_shape, True, dict(padding=1), "webgpu")
 

@@ -102,8 +102,8 @@ def test_matmul_every_tile_size_and_layout(tiles, layout, sizes, monkeypatch):
     """Every tile configuration the adapter may pick, on sizes that leave partial tiles at each
     edge, with each operand staged along its contiguous dim; multiples of 4 take the vec4 loads
     where the layout allows them."""
-    from webgrad.backends.webgpu import backend
-    monkeypatch.setattr(backend, "matmul_tiles", lambda m, n, batch, is_software, workgroup_limit: backend.MatmulTiles(*tiles))
+    from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
+    monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda m, n, batch, is_software, workgroup_limit: matmul_kernels.MatmulTiles(*tiles))
     m, k, n = (int(v) * (4 if sizes != "any" else 1) for v in rng().integers(1, 50 if sizes != "any" else 200, size=3))
     a = randn(k, m) if layout.startswith("a.T") else randn(m, k)
     b = randn(n, k) if layout.endswith("b.T") else randn(k, n)
@@ -130,20 +130,20 @@ def test_matmul_with_a_long_inner_dimension(device):
 
 
 def test_tile_choice_fits_the_adapter_for_any_shape():
-    from webgrad.backends.webgpu import backend
+    from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
     for m, n, batch in [(1, 1, 1), (1, 5000, 1), (3000, 2, 1), (64, 196, 128), (4096, 4096, 1), (0, 7, 3)]:
         for limit in (16384, 49152):
-            tiles = backend.matmul_tiles(m, n, batch, False, limit)
+            tiles = matmul_kernels.matmul_tiles(m, n, batch, False, limit)
             assert tiles.workgroup_bytes <= limit and tiles.wx * tiles.wy <= 256, (m, n, batch, limit, tiles)
-    assert backend.matmul_tiles(4096, 4096, 1, True) == backend.matmul_tiles(1, 1, 1, True)   # software: one size
+    assert matmul_kernels.matmul_tiles(4096, 4096, 1, True) == matmul_kernels.matmul_tiles(1, 1, 1, True)   # software: one size
 
 
 @pytest.mark.parametrize("tiles", [(16, 16, 8, 8, 8), (16, 16, 4, 4, 16), (8, 8, 4, 4, 16)], ids=str)
 @pytest.mark.parametrize("bias_dim", [-1, -2])
 def test_matmul_with_bias_in_the_same_kernel(tiles, bias_dim, monkeypatch):
-    from webgrad.backends.webgpu import backend
+    from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
     from webgrad.ops.matmul import matmul_with_bias
-    monkeypatch.setattr(backend, "matmul_tiles", lambda m, n, batch, is_software, workgroup_limit: backend.MatmulTiles(*tiles))
+    monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda m, n, batch, is_software, workgroup_limit: matmul_kernels.MatmulTiles(*tiles))
     batch, m, k, n = 3, *(int(v) for v in rng().integers(1, 150, size=3))
     a, b, bias = randn(batch, m, k), randn(k, n), randn(n if bias_dim == -1 else m)
     along = bias if bias_dim == -1 else bias[:, None]
@@ -175,15 +175,15 @@ def test_matmul_split_along_k_as_on_a_gpu(tiles, layout, monkeypatch):
     """A small output with a long K is cut into pieces of K summed afterwards (on a GPU, so that it
     has enough workgroups): with a batch, a bias in the first piece only, and a last piece shorter
     than the others."""
-    from webgrad.backends.webgpu import backend
+    from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
     from webgrad.ops.matmul import matmul_with_bias
-    monkeypatch.setattr(backend, "matmul_tiles", lambda m, n, batch, is_software, workgroup_limit: backend.MatmulTiles(*tiles))
-    gpu_rule = backend.matmul_splits
-    monkeypatch.setattr(backend, "matmul_splits", lambda m, n, k, batch, t, is_software: gpu_rule(m, n, k, batch, t, False))
+    monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda m, n, batch, is_software, workgroup_limit: matmul_kernels.MatmulTiles(*tiles))
+    gpu_rule = matmul_kernels.matmul_splits
+    monkeypatch.setattr(matmul_kernels, "matmul_splits", lambda m, n, k, batch, t, is_software: gpu_rule(m, n, k, batch, t, False))
     batch, m, n = 2, *(int(v) for v in rng().integers(1, 40, size=2))
     k = int(rng().integers(1000, 3000)) * (4 if layout == "a @ b" else 1) + (0 if layout == "a @ b" else 1)
-    splits = gpu_rule(m, n, k, batch, backend.MatmulTiles(*tiles), False)
-    assert 1 < splits <= backend.MATMUL_MAX_SPLITS and k // splits >= backend.MATMUL_MIN_SPLIT_K
+    splits = gpu_rule(m, n, k, batch, matmul_kernels.MatmulTiles(*tiles), False)
+    assert 1 < splits <= matmul_kernels.MATMUL_MAX_SPLITS and k // splits >= matmul_kernels.MATMUL_MIN_SPLIT_K
     a, b, bias = randn(batch, m, k), randn(k, n), randn(n)
     x = wg_tensor(a.transpose(0, 2, 1).copy(), "webgpu").transpose(1, 2) if layout.startswith("a.T") else wg_tensor(a, "webgpu")
     y = wg_tensor(b.T.copy(), "webgpu").T if layout.endswith("b.T") else wg_tensor(b, "webgpu")
@@ -193,14 +193,14 @@ def test_matmul_split_along_k_as_on_a_gpu(tiles, layout, monkeypatch):
 
 
 def test_matmul_splits_k_only_where_the_output_is_small():
-    from webgrad.backends.webgpu import backend
+    from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
     for m, n, k, batch in [(128, 128, 784, 1), (128, 10, 128, 1), (4096, 4096, 4096, 1), (32, 144, 25088, 1),
                            (64, 196, 288, 128), (5, 5, 30, 1)]:
-        tiles = backend.matmul_tiles(m, n, batch, False)
-        splits = backend.matmul_splits(m, n, k, batch, tiles, False)
+        tiles = matmul_kernels.matmul_tiles(m, n, batch, False)
+        splits = matmul_kernels.matmul_splits(m, n, k, batch, tiles, False)
         groups = -(-m // (tiles.wy * tiles.tm)) * -(-n // (tiles.wx * tiles.tn)) * batch
-        assert 1 <= splits <= backend.MATMUL_MAX_SPLITS
-        assert splits == 1 or (groups < backend.MATMUL_GROUPS and k // splits >= backend.MATMUL_MIN_SPLIT_K)
-        if groups >= backend.MATMUL_GROUPS or k < backend.MATMUL_SPLIT_FROM_K:
+        assert 1 <= splits <= matmul_kernels.MATMUL_MAX_SPLITS
+        assert splits == 1 or (groups < matmul_kernels.MATMUL_GROUPS and k // splits >= matmul_kernels.MATMUL_MIN_SPLIT_K)
+        if groups >= matmul_kernels.MATMUL_GROUPS or k < matmul_kernels.MATMUL_SPLIT_FROM_K:
             assert splits == 1, (m, n, k, batch)
-    assert backend.matmul_splits(3, 5, 40_000, 1, backend.matmul_tiles(3, 5, 1, True), True) == 3   # software: short loops
+    assert matmul_kernels.matmul_splits(3, 5, 40_000, 1, matmul_kernels.matmul_tiles(3, 5, 1, True), True) == 3   # software: short loops

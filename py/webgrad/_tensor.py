@@ -5,26 +5,17 @@ both devices read any layout, so a view costs no copy. Ops live in webgrad.ops; 
 only forward to them, with PyTorch's names.
 """
 import array
-import functools
 import math
 
 from . import dtypes
 from .autograd import backward as _backward
 from .backends import get_backend, resolve_device
-
-
-@functools.lru_cache(maxsize=4096)
-def contiguous_strides(shape):
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= size
-    return tuple(reversed(strides))
+from .backends.base import View, contiguous_strides
 
 
 class Tensor:
     __slots__ = ("_storage", "shape", "_strides", "_offset", "dtype", "device", "requires_grad",
-                 "grad", "_ctx", "__weakref__")
+                 "grad", "_ctx", "_backend_view", "__weakref__")
 
     def __init__(self, storage, shape, dtype, device, strides=None, offset=0):
         self._storage = storage
@@ -36,6 +27,7 @@ class Tensor:
         self.requires_grad = False
         self.grad = None
         self._ctx = None
+        self._backend_view = None
 
     # ---- layout ----
     @property
@@ -68,6 +60,21 @@ class Tensor:
         return get_backend(self.device)
 
     @property
+    def _view(self):
+        """What a backend sees of this tensor (backends.base.View); made once: a Tensor's storage
+        and layout never change (whoever changes them must reset _backend_view)."""
+        if self._backend_view is None:
+            self._backend_view = View(self._storage, self.shape, self._strides, self._offset, self.dtype)
+        return self._backend_view
+
+    def _set_data(self, value):
+        """Point this tensor at value's storage, layout, dtype and device, staying the same object
+        (`t.data = value`, Module.to): the one place a tensor's storage changes."""
+        self._storage, self.shape, self._strides, self._offset = value._storage, value.shape, value._strides, value._offset
+        self.dtype, self.device = value.dtype, value.device
+        self._backend_view = None
+
+    @property
     def is_leaf(self):
         return self._ctx is None
 
@@ -92,7 +99,7 @@ class Tensor:
 
     # ---- host transfer ----
     def _host_bytes(self):
-        return self.backend.download(self)
+        return self.backend.download(self._view)
 
     def tolist(self):
         flat = array.array(self.dtype.array_code, self._host_bytes()).tolist()

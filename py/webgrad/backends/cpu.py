@@ -1,22 +1,24 @@
 """The cpu device: NumPy. It is the reference the webgpu kernels are tested against, so each op
-runs its MapOp/ReduceOp's NumPy twin, and random numbers use the same counter hash as WGSL."""
+runs its Elementwise/Reduction's NumPy twin, and random numbers use the same counter hash as WGSL."""
 import math
 
 import numpy as np
+
+from .base import PERMUTATION_ROUNDS, Backend, View
 
 
 def _np_dtype(dtype):
     return np.bool_ if dtype.kind == "b" else np.dtype(dtype.name)
 
 
-class CPUBackend:
+class CPUBackend(Backend):
     name = "cpu"
     is_software = False
 
     def view(self, t):
-        """The NumPy view of a tensor's (storage, shape, strides, offset)."""
-        item = t._storage.itemsize
-        return np.lib.stride_tricks.as_strided(t._storage[t._offset:], t.shape, [s * item for s in t._strides])
+        """The NumPy array of a View."""
+        item = t.storage.itemsize
+        return np.lib.stride_tricks.as_strided(t.storage[t.offset:], t.shape, [s * item for s in t.strides])
 
     def empty(self, numel, dtype):
         return np.zeros(numel, _np_dtype(dtype))
@@ -34,17 +36,16 @@ class CPUBackend:
 
     def map(self, op, args, shape, compute, out_dtype, out=None):
         arrays = [self.view(a).astype(_np_dtype(compute), copy=False)
-                  if hasattr(a, "_storage") and not (op.arg_kinds and op.arg_kinds[i]) else
-                  (self.view(a) if hasattr(a, "_storage") else a) for i, a in enumerate(args)]
+                  if isinstance(a, View) and not (op.arg_kinds and op.arg_kinds[i]) else
+                  (self.view(a) if isinstance(a, View) else a) for i, a in enumerate(args)]
+        if op.index:
+            arrays.insert(0, np.arange(math.prod(shape)).astype(_np_dtype(compute)).reshape(shape))
         with np.errstate(all="ignore"):
-            if op.name == "arange":
-                result = arrays[0] + np.arange(math.prod(shape)).astype(_np_dtype(compute)) * arrays[1]
-            else:
-                result = op.numpy(np, *arrays)
+            result = op.numpy(np, *arrays)
         result = np.broadcast_to(np.asarray(result).astype(_np_dtype(out_dtype), copy=False), shape)
         if out is not None:
             np.copyto(self.view(out), result, casting="unsafe")
-            return out._storage
+            return out.storage
         return np.ascontiguousarray(result).reshape(-1).copy()
 
     def reduce(self, op, x, dims, out_dtype):
@@ -222,7 +223,6 @@ def _pcg(v):
 
 def permutation_of(n, half, seed, offset):
     """shaders/random.wgsl's permutation: a Feistel network over [0, 4^half), cycle-walked into [0, n)."""
-    from ..ops.creation import PERMUTATION_ROUNDS
     mask = np.uint32((1 << half) - 1)
     keys = [_pcg(_pcg(np.full(1, (offset + r) & 0xFFFFFFFF, np.uint32)) ^ _pcg(np.full(1, seed, np.uint32)))
             for r in range(PERMUTATION_ROUNDS)]

@@ -29,7 +29,7 @@ class _Windows(Function):
                         x._offset)
 
     def backward(self, grad):
-        storage = grad.backend.fold(grad, self.in_shape, *self.geometry)
+        storage = grad.backend.fold(grad._view, self.in_shape, *self.geometry)
         return Tensor(storage, self.in_shape, grad.dtype, grad.device)
 
 
@@ -88,7 +88,7 @@ class _Conv2d(Function):
     def forward(self, x, weight, bias, stride, padding, dilation, out_size):
         self.x, self.weight, self.bias, self.geometry = x, weight, bias, (stride, padding, dilation)
         shape = (x.shape[0], weight.shape[0], *out_size)
-        return Tensor(x.backend.conv2d(x, weight, bias, stride, padding, dilation), shape, x.dtype, x.device)
+        return Tensor(x.backend.conv2d(x._view, weight._view, None if bias is None else bias._view, stride, padding, dilation), shape, x.dtype, x.device)
 
     def backward(self, grad):
         x, weight, bias = self.x, self.weight, self.bias
@@ -97,14 +97,14 @@ class _Conv2d(Function):
         gx = gw = gb = None
         if x.requires_grad:
             if stride == (1, 1):
-                gx = backend.conv2d_input_grad(grad, weight, x.shape, padding, dilation)
+                gx = backend.conv2d_input_grad(grad._view, weight._view, x.shape, padding, dilation)
             else:
                 (n, co, ho, wo), (_, c, kh, kw) = grad.shape, weight.shape
                 cols = weight.reshape(co, c * kh * kw).mT @ grad.reshape(n, co, ho * wo)
-                gx = backend.fold(cols.reshape(n, c, kh, kw, ho, wo), x.shape, (kh, kw), stride, dilation, padding)
+                gx = backend.fold(cols.reshape(n, c, kh, kw, ho, wo)._view, x.shape, (kh, kw), stride, dilation, padding)
             gx = Tensor(gx, x.shape, x.dtype, x.device)
         if weight.requires_grad:
-            gw = Tensor(backend.conv2d_weight_grad(grad, x, weight.shape[2:], stride, padding, dilation),
+            gw = Tensor(backend.conv2d_weight_grad(grad._view, x._view, weight.shape[2:], stride, padding, dilation),
                         weight.shape, weight.dtype, weight.device)
         if bias is not None and bias.requires_grad:
             gb = grad.sum((0, 2, 3))
@@ -155,7 +155,7 @@ class _MaxPool2d(Function):
         return values
 
     def backward(self, grad):
-        storage = grad.backend.max_pool2d_backward(grad, self.indices, self.in_shape, *self.geometry)
+        storage = grad.backend.max_pool2d_backward(grad._view, self.indices._view, self.in_shape, *self.geometry)
         return Tensor(storage, self.in_shape, grad.dtype, grad.device)
 
 
@@ -168,7 +168,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     kernel, stride, dilation, out_size = _window_geometry(x, kernel_size, stride, dilation, padding)
     geometry = (kernel, stride, padding, dilation)
     shape = (*x.shape[:2], *out_size)
-    values, indices = x.backend.max_pool2d(x, shape, *geometry)
+    values, indices = x.backend.max_pool2d(x._view, shape, *geometry)
     indices = Tensor(indices, shape, dtypes.int32, x.device)
     out = _MaxPool2d.apply(x, Tensor(values, shape, x.dtype, x.device), indices, geometry)
     return (out, indices) if return_indices else out

@@ -9,12 +9,10 @@ import math
 
 from .. import dtypes
 from ..backends import get_backend, resolve_device
-from .elementwise import MapOp
+from ..backends.base import FILL, PERMUTATION_ROUNDS, Elementwise
 from .._tensor import Tensor
 
-
-FILL = MapOp("fill", "a", lambda np, a: a)
-ARANGE = MapOp("arange", "a + T(i) * b", None)   # `i` is the element index; the cpu device uses np.arange
+ARANGE = Elementwise("arange", "a + T(i) * b", lambda np, i, a, b: a + i * b, index=True)
 
 _DEFAULT_SEED = 0x5EED
 _generator = {"seed": _DEFAULT_SEED, "offset": 0}
@@ -125,9 +123,6 @@ def randperm(n, *, dtype=None, device=None, draw=None):
     half = (max(1, (n - 1).bit_length()) + 1) // 2   # permute [0, 4^half), the least such range holding n
     storage = get_backend(device).permutation(n, half, draw or _drawer(PERMUTATION_ROUNDS))
     return _new(storage, (n,), dtype, device, False)
-
-
-PERMUTATION_ROUNDS = 16   # of shaders/random.wgsl's Feistel network: keys at offsets offset .. offset + 15
 
 
 def rand(*size, dtype=None, device=None, requires_grad=False):

@@ -11,21 +11,19 @@ import numbers
 from .. import dtypes
 from ..autograd import Function
 from ..backends import get_backend
+from ..backends.base import Elementwise
 from .._tensor import Size, Tensor
 
 
-class MapOp:
+class MapOp(Elementwise):
+    """An elementwise kernel (backends.base.Elementwise: its WGSL and NumPy forms) and what the
+    op adds: its gradients, result dtype and promotion rule."""
+
     def __init__(self, name, wgsl, numpy, grads=(), out=None, floating=False, arg_kinds=None):
-        self.name = name
-        self.wgsl = wgsl          # WGSL expression over a, b, c of type T
-        self.numpy = numpy        # fn(np, *arrays) -> array, the same maths
+        super().__init__(name, wgsl, numpy, arg_kinds)
         self.grads = grads        # one fn(g, *inputs, out) -> Tensor per input (None: no gradient)
         self.out = out            # result dtype; None means the compute dtype
         self.floating = floating  # integer inputs compute in float32 (exp of an int tensor is float)
-        self.arg_kinds = arg_kinds  # per-operand dtype overrides (where's condition is bool)
-
-    def __repr__(self):
-        return f"MapOp({self.name})"
 
 
 def _erf(np, x):
@@ -120,7 +118,8 @@ def _tie_split(g, a, b):
 # ---- applying an op ----
 class Map(Function):
     def forward(self, op, plan, *args):
-        storage = get_backend(plan.device).map(op, args, plan.shape, plan.compute, plan.out_dtype)
+        storage = get_backend(plan.device).map(op, [a._view if isinstance(a, Tensor) else a for a in args],
+                                                plan.shape, plan.compute, plan.out_dtype)
         self.op, self.args = op, args
         self.out = Tensor(storage, plan.shape, plan.out_dtype, plan.device)
         return self.out
@@ -288,7 +287,7 @@ def cast(x, dtype):
 class _Cast(Function):
     def forward(self, x, dtype):
         self.in_dtype = x.dtype
-        storage = x.backend.map(cast_op(dtype), (x,), x.shape, x.dtype, dtype)
+        storage = x.backend.map(cast_op(dtype), (x._view,), x.shape, x.dtype, dtype)
         return Tensor(storage, x.shape, dtype, x.device)
 
     def backward(self, grad):

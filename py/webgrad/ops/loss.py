@@ -45,15 +45,15 @@ class _CrossEntropy(Function):
         rows = logits.shape[0]
         # what the rows' summed losses are multiplied by; None keeps them per row
         self.scale = {"none": None, "sum": 1.0, "mean": 1 / rows if rows else math.nan}[reduction]
-        loss, lse = logits.backend.cross_entropy(logits, labels, self.scale)
+        loss, lse = logits.backend.cross_entropy(logits._view, labels._view, self.scale)
         self.logits, self.labels = logits, labels
         self.lse = Tensor(lse, (rows,), logits.dtype, logits.device)
         return Tensor(loss, (rows,) if self.scale is None else (), logits.dtype, logits.device)
 
     def backward(self, grad):
         logits = self.logits
-        g = logits.backend.cross_entropy_backward(logits, self.labels, self.lse,
-                                                  None if grad is None else grad.expand(logits.shape[0]),
+        g = logits.backend.cross_entropy_backward(logits._view, self.labels._view, self.lse._view,
+                                                  None if grad is None else grad.expand(logits.shape[0])._view,
                                                   1.0 if self.scale is None else self.scale)
         return Tensor(g, logits.shape, logits.dtype, logits.device), None
 

@@ -211,7 +211,7 @@ def _slice_view(x, starts, sizes, steps):
 
 def write_into(target, source):
     """Copy source's values into the view `target` (a kernel writing through target's strides)."""
-    target.backend.map(IDENTITY, (source,), target.shape, source.dtype, target.dtype, out=target)
+    target.backend.map(IDENTITY, (source._view,), target.shape, source.dtype, target.dtype, out=target._view)
 
 
 def getitem(x, index):
@@ -365,10 +365,10 @@ def stack(tensors, dim=0):
 class _Gather(Function):
     def forward(self, x, dim, index):
         self.dim, self.index, self.in_shape = dim, index, x.shape
-        return Tensor(x.backend.gather(x, dim, index), index.shape, x.dtype, x.device)
+        return Tensor(x.backend.gather(x._view, dim, index._view), index.shape, x.dtype, x.device)
 
     def backward(self, grad):
-        storage = grad.backend.scatter_add(grad, self.dim, self.index, self.in_shape)
+        storage = grad.backend.scatter_add(grad._view, self.dim, self.index._view, self.in_shape)
         return Tensor(storage, self.in_shape, grad.dtype, grad.device), None
 
 
@@ -408,7 +408,7 @@ class _ToDevice(Function):
     def forward(self, x, device):
         from ..backends import get_backend
         self.source = x.device
-        storage = get_backend(device).upload(x.backend.download(x), x.dtype)
+        storage = get_backend(device).upload(x.backend.download(x._view), x.dtype)
         return Tensor(storage, x.shape, x.dtype, device)
 
     def backward(self, grad):

@@ -7,43 +7,10 @@ import collections
 import math
 
 from .. import dtypes
+from ..backends.base import ARGMAX, ARGMIN, MAX, MIN, SUM
 from ..autograd import Function
 from .movement import wrap_dim
 from .._tensor import Tensor
-
-
-class ReduceOp:
-    """A reduction: its WGSL identity and combine step, its NumPy twin, and its result dtype."""
-
-    def __init__(self, name, identity, combine, numpy, arg=False):
-        self.name = name
-        self.identity = identity  # WGSL expression of the start value (in type T)
-        self.combine = combine    # WGSL: does value v (at index j) replace the running (acc, at)? or how to add it
-        self.numpy = numpy        # fn(np, array, axes) -> array
-        self.arg = arg            # yields the index (int32) rather than the value
-
-    def __repr__(self):
-        return f"ReduceOp({self.name})"
-
-
-def _numpy_arg(name):
-    """argmax/argmin over several axes at once: the index counts row-major over the reduced dims,
-    as j does in the kernel (over all dims it is the flat index)."""
-    def run(np, a, axes):
-        kept = [d for d in range(a.ndim) if d not in axes]
-        reduced = math.prod(a.shape[d] for d in axes)
-        rows = a.transpose(kept + list(axes)).reshape([a.shape[d] for d in kept] + [reduced])
-        return getattr(rows, name)(axis=-1)
-    return run
-
-
-SUM = ReduceOp("sum", "T(0)", "acc = acc + v;", lambda np, a, axes: a.sum(axis=axes))
-MAX = ReduceOp("max", "lowest_T()", "acc = max(acc, v);", lambda np, a, axes: a.max(axis=axes))
-MIN = ReduceOp("min", "highest_T()", "acc = min(acc, v);", lambda np, a, axes: a.min(axis=axes))
-ARGMAX = ReduceOp("argmax", "lowest_T()", "if (v > acc || (v == acc && j < at)) { acc = v; at = j; }",
-                  _numpy_arg("argmax"), arg=True)
-ARGMIN = ReduceOp("argmin", "highest_T()", "if (v < acc || (v == acc && j < at)) { acc = v; at = j; }",
-                  _numpy_arg("argmin"), arg=True)
 
 
 def _dims(x, dim):
@@ -64,7 +31,7 @@ def _reduce(op, x, dims, keepdim, out_dtype):
     if op is not SUM and any(x.shape[d] == 0 for d in dims):
         raise RuntimeError(f"{op.name}(): expected a non-empty input over the reduced dims")
     shape = tuple(s for d, s in enumerate(x.shape) if d not in dims)
-    out = Tensor(x.backend.reduce(op, x, dims, out_dtype), shape, out_dtype, x.device)
+    out = Tensor(x.backend.reduce(op, x._view, dims, out_dtype), shape, out_dtype, x.device)
     return out.reshape(_kept_shape(x.shape, dims)) if keepdim else out
 
 

@@ -27,7 +27,7 @@ class Adam(Optimizer):
             beta1, beta2 = (float(b) for b in group["betas"])
             return [float(group["lr"]), beta1, beta2, float(group["eps"]), float(group["weight_decay"]),
                     1 - beta1 ** state["step"], 1 - beta2 ** state["step"], int(self.decoupled_weight_decay)]
-        param.backend.optimizer_step("adam", param, grad, [state["exp_avg"], state["exp_avg_sq"]], hyper)
+        param.backend.optimizer_step("adam", param._view, grad._view, [state["exp_avg"]._view, state["exp_avg_sq"]._view], hyper)
 
 
 class AdamW(Adam):

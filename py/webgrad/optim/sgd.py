@@ -18,7 +18,7 @@ class SGD(Optimizer):
 
     def _update(self, param, grad, group, state):
         if group["momentum"] == 0:
-            param.backend.optimizer_step("sgd", param, grad, [], lambda: [
+            param.backend.optimizer_step("sgd", param._view, grad._view, [], lambda: [
                 float(group["lr"]), float(group["weight_decay"])])
             return
         first_step = "momentum_buffer" not in state   # the kernel then starts the buffer as the gradient
@@ -30,4 +30,4 @@ class SGD(Optimizer):
             flag, first_step = first_step, False
             return [float(group["lr"]), float(group["weight_decay"]), float(group["momentum"]),
                     float(group["dampening"]), int(bool(group["nesterov"])), int(flag)]
-        param.backend.optimizer_step("sgd_momentum", param, grad, [state["momentum_buffer"]], hyper)
+        param.backend.optimizer_step("sgd_momentum", param._view, grad._view, [state["momentum_buffer"]._view], hyper)

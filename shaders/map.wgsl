@@ -1,8 +1,6 @@
 // Elementwise map: out = EXPR(a, b, c) over strided (and broadcast, stride 0) operands.
-// Params: [0] numel, [1] ndim, [2 .. 2+ndim) shape, then ndim strides each for the output and for
-// each tensor operand in order, then their offsets in the same order, then scalar operands as raw
-// words (the words that change from call to call come last).
-// Generated per op: the operand bindings, their loads and the expression ({{...}} below).
+// Parameters: kernels/map.py's map_params. Generated per op: the operand bindings, their loads
+// and the expression ({{...}} below).
 alias T = {{compute}};
 
 {{bindings}}
@@ -55,10 +53,10 @@ fn pow_f(a: f32, b: f32) -> f32 {
     return select(r, -r, fract(b * 0.5) != 0.0);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
-    let i = flat_id(wg, nwg) * 256u + li;
-    if (i >= p[0]) { return; }
+    let i = element_id(wg, nwg, li);
+    if (i >= params.numel) { return; }
 {{body}}
 }

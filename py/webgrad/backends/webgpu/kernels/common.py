@@ -1,0 +1,98 @@
+"""What every kernel family shares: the WGSL sources (shaders/*.wgsl) and how they are filled
+in, the workgroup size of one-thread-per-element kernels, and the checks and sizes of buffers.
+
+A family's source is shaders/common.wgsl, its parameter block's WGSL (params.ParamBlock), then
+shaders/<family>.wgsl with its {{slots}} filled per op and dtype; a filled source is compiled
+once by the runtime and cached by its key.
+"""
+import math
+import os
+import re
+
+from .... import dtypes
+from ..runtime import f32_bits
+
+_SHADER_DIRS = (os.path.join(os.path.dirname(__file__), "..", "..", "..", "shaders"),      # inside the wheel
+                os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "..", "shaders"))  # the repo
+_sources = {}
+_SLOT = re.compile(r"\{\{(\w+)\}\}")
+
+# Threads per workgroup of the kernels that give each thread one element (WGSL's WORKGROUP_SIZE).
+WORKGROUP_SIZE = 256
+
+LOWEST = {"f32": "f32_from_bits(0xff800000u)", "i32": "bitcast<i32>(0x80000000u)", "u32": "0u"}
+HIGHEST = {"f32": "f32_from_bits(0x7f800000u)", "i32": "2147483647", "u32": "0xffffffffu"}
+
+
+def shader(name):
+    """The text of shaders/<name>.wgsl."""
+    if name not in _sources:
+        for folder in _SHADER_DIRS:
+            path = os.path.join(folder, f"{name}.wgsl")
+            if os.path.exists(path):
+                with open(path) as f:
+                    _sources[name] = f.read()
+                break
+        else:
+            raise RuntimeError(f"webgpu: shader file {name}.wgsl not found in {_SHADER_DIRS}")
+    return _sources[name]
+
+
+def fill(template, params, **slots):
+    """shaders/<template>.wgsl after common.wgsl and the ParamBlock `params`, its {{slots}} filled;
+    a slot left unfilled (or a value given for no slot) is an error here, not a compile error later."""
+    source = shader(template)
+    wanted = set(_SLOT.findall(source))
+    if wanted != set(slots):
+        raise ValueError(f"shaders/{template}.wgsl: slots {sorted(wanted - set(slots))} not filled, "
+                         f"{sorted(set(slots) - wanted)} filled but not in the file")
+    source = _SLOT.sub(lambda m: slots[m.group(1)], source)
+    common = shader("common").replace("{{workgroup_size}}", str(WORKGROUP_SIZE))
+    return common + "\n" + (_LEGACY if params is None else params.wgsl()) + "\n" + source
+
+
+_LEGACY = """@group(0) @binding(0) var<storage, read> p: array<u32>;
+fn pf(k: u32) -> f32 {
+    return bitcast<f32>(p[k]);
+}
+fn strided(i: u32, ndim: u32, shape_at: u32, layout_at: u32) -> u32 {
+    var rest = i;
+    var at = p[layout_at];
+    for (var d = ndim; d > 0u; d--) {
+        let size = p[shape_at + d - 1u];
+        at += (rest % size) * p[layout_at + d];
+        rest /= size;
+    }
+    return at;
+}"""
+
+
+def groups(count, size=WORKGROUP_SIZE):
+    """Workgroups of `size` threads covering count elements (at least one)."""
+    return max(1, -(-count // size))
+
+
+def word(value, dtype):
+    """A scalar operand as the u32 word its WGSL type is bitcast from."""
+    if dtype.kind == "f":
+        return f32_bits(float(value))
+    return int(value) & 0xFFFFFFFF
+
+
+def check_gpu_dtype(dtype, what):
+    if dtype is dtypes.float64:
+        raise TypeError(f"webgpu: {what} float64 is not supported (WGSL has no f64); use float32")
+
+
+def check_not_uint8(dtype, what):
+    if dtype is dtypes.uint8:
+        raise TypeError(f"webgpu: {what} cannot produce uint8 (GPU kernels write 32-bit words, bytes are "
+                        "packed four to a word); convert with .int() or .float() first")
+
+
+def buffer_request(shape, dtype):
+    """runtime.alloc's arguments for a tensor of this shape and dtype: its bytes, and its name for
+    a too-large error."""
+    check_gpu_dtype(dtype, "tensors of")
+    nbytes = max(4, math.ceil(math.prod(shape) * dtype.gpu_itemsize / 4) * 4)
+    return nbytes, lambda: f"a {dtype.name} tensor of shape {tuple(shape)}"

@@ -1,0 +1,60 @@
+"""The convolution kernels: conv2d and its gradients as products whose B operand reads an image's
+windows in place (the matmul family's forms), and fold (shaders/fold.wgsl)."""
+import math
+
+from .common import check_gpu_dtype, fill, groups
+from .matmul import MatmulOperand, _window_operand, _words_of_4
+
+
+class ConvKernels:
+    def conv2d(self, x, weight, bias, stride, padding, dilation):
+        """(N, C, H, W) input, (Co, C, kh, kw) contiguous weight, bias (Co) or None -> (N, Co, Ho, Wo)."""
+        check_gpu_dtype(x.dtype, "conv2d in")
+        n, c, h, w = x.shape
+        co, _, kh, kw = weight.shape
+        (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+        ho, wo = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+        k = c * kh * kw
+        rows = MatmulOperand(weight.storage, "strided", True, k % 4 == 0 and _words_of_4(weight.offset),
+                             [weight.offset, k, 1], [0])
+        windows = _window_operand(x, padding, ((c, kh, kw), (x.strides[1], dh, dw)), ((1, ho, wo), (0, sh, sw)),
+                                  [x.strides[0]], along_k=False)
+        return self._product(rows, windows, co, ho * wo, k, (n,), bias, -2, x.dtype)
+
+    def conv2d_input_grad(self, grad, weight, in_shape, padding, dilation):
+        """The input's gradient of a stride-1 conv2d: grad (N, Co, Ho, Wo) through the flipped kernel
+        (the windows of grad, walked backwards), weight (Co, C, kh, kw) contiguous -> (N, C, H, W)."""
+        n, c, h, w = in_shape
+        co, _, kh, kw = weight.shape
+        weight_t = MatmulOperand(weight.storage, ("split_k", kh * kw), True, False,
+                                 [weight.offset, kh * kw, c * kh * kw, 1], [0])
+        windows = _window_operand(grad, (-padding[0], -padding[1]),
+                                  ((co, kh, kw), (grad.strides[1], -dilation[0], -dilation[1])),
+                                  ((1, h, w), (0, 1, 1)), [grad.strides[0]], along_k=False)
+        return self._product(weight_t, windows, c, h * w, co * kh * kw, (n,), None, -1, grad.dtype)
+
+    def conv2d_weight_grad(self, grad, x, kernel, stride, padding, dilation):
+        """The weight's gradient: grad (N, Co, Ho, Wo) contiguous times x's windows, summed over the
+        batch and the output pixels -> (Co, C * kh * kw)."""
+        n, co, ho, wo = grad.shape
+        c = x.shape[1]
+        grad_rows = MatmulOperand(grad.storage, ("split_k", ho * wo), True, False,
+                                  [grad.offset, ho * wo, co * ho * wo, 1], [])
+        windows = _window_operand(x, padding, ((n, ho, wo), (x.strides[0], stride[0], stride[1])),
+                                  ((c, *kernel), (x.strides[1], dilation[0], dilation[1])), [], along_k=True)
+        return self._product(grad_rows, windows, co, c * kernel[0] * kernel[1], n * ho * wo, (), None, -1, grad.dtype)
+
+
+    def fold(self, g, shape, kernel, stride, dilation, padding=(0, 0)):
+        """Sum the sliding-window view g (N, C, kh, kw, Ho, Wo) of an (N, C, H, W) input, padded by
+        `padding` on each side, back into that input's shape."""
+        check_gpu_dtype(g.dtype, "fold of")
+        numel = math.prod(shape)
+        storage = self._empty(shape, g.dtype)
+        if numel:
+            pipeline = self.runtime.pipeline(("fold",), lambda: fill("fold", None))
+            words = [numel, shape[2], shape[3], *kernel, *g.shape[4:], *stride, *dilation, shape[1],
+                     g.offset, *g.strides, *padding]
+            self.runtime.dispatch(pipeline, [storage, g.storage], words, groups(numel))
+        return storage
+

@@ -1,0 +1,124 @@
+"""The map family (shaders/map.wgsl): out[i] = op(a, b, c) elementwise over broadcast views and
+scalars, one thread per element, for every backends.base.Elementwise."""
+import functools
+import math
+
+from .... import dtypes
+from ...base import View, contiguous_strides
+from .common import buffer_request, check_gpu_dtype, check_not_uint8, fill, groups, word
+from .params import ParamBlock, u32
+
+# map's kernels kept; past this many (ever new shapes or strides) the cache starts over
+MAP_KERNELS_KEPT = 4096
+_OPERANDS = "abc"
+
+
+@functools.lru_cache(maxsize=None)
+def map_params(nd, tensors, scalars):
+    """The parameter block of a kernel over `tensors` tensor operands (their letters) and `scalars`
+    scalar ones, strided over nd dims (0: all contiguous, read at offset + i). The offsets and
+    scalars change from call to call, so they come last (ParamBlock.packer)."""
+    strides = [u32(f"{x}_strides", nd) for x in ("out", *tensors)] if nd else []
+    return ParamBlock(u32("numel"), *([u32("shape", nd)] if nd else []), *strides,
+                      u32("offsets", 1 + len(tensors)), u32("scalars", scalars))
+
+
+class _MapKernel:
+    """What map works out once per key: the output's buffer size (and its name for a too-large
+    error), the number of elements, the parameter packer, the workgroups, and the pipeline
+    (runtime.pipeline's arguments in compile until the first dispatch compiles it)."""
+    __slots__ = ("nbytes", "what", "numel", "pack", "groups", "compile", "pipeline")
+
+
+class MapKernels:
+    def __init__(self):
+        self._map_kernels = {}   # map's key -> _MapKernel
+
+    def map(self, op, args, shape, compute, out_dtype, out=None):
+        # All but the offsets and scalar operands follows from this key: a repeated op (the common
+        # case) reuses its _MapKernel instead of working out its kernel and words again.
+        key = [op, shape, compute, out_dtype, None if out is None else out.strides]
+        storages = [None if out is None else out.storage]
+        offsets = [0 if out is None else out.offset]
+        scalars = []
+        for a in args:
+            if isinstance(a, View):
+                key += (a.dtype, a.strides)
+                storages.append(a.storage)
+                offsets.append(a.offset)
+            else:
+                key.append(None)
+                scalars.append(word(a, compute))
+        key = tuple(key)
+        kernel = self._map_kernels.get(key) or self._map_kernel(key, op, args, shape, compute, out_dtype, out)
+        if out is None:
+            storages[0] = self.runtime.alloc(kernel.nbytes, kernel.what)
+        if kernel.numel:
+            if kernel.pipeline is None:   # compiled after the allocation, which raises first if too large
+                kernel.pipeline = self.runtime.pipeline(*kernel.compile)
+            self.runtime.dispatch(kernel.pipeline, storages, kernel.pack(offsets, scalars), kernel.groups)
+        return storages[0]
+
+    def _map_kernel(self, key, op, args, shape, compute, out_dtype, out):
+        """map's checks, and the _MapKernel for its key."""
+        check_gpu_dtype(compute, "computing in")
+        check_not_uint8(out_dtype, op.name)
+        kernel = _MapKernel()
+        kernel.nbytes, kernel.what = buffer_request(shape, out_dtype) if out is None else (0, None)
+        kernel.numel = math.prod(shape)
+        kinds = tuple(a.dtype if isinstance(a, View) else None for a in args)
+        views = [a for a in args if isinstance(a, View)]
+        letters = tuple(x for x, kind in zip(_OPERANDS, kinds) if kind is not None)
+        nd = 0 if all(v.is_contiguous() for v in ([out] if out is not None else []) + views) else len(shape)
+        params = map_params(nd, letters, len(kinds) - len(views))
+        strides = {}
+        if nd:
+            strides = {"shape": shape, "out_strides": out.strides if out is not None else contiguous_strides(shape)}
+            strides.update({f"{x}_strides": v.strides for x, v in zip(letters, views)})
+        kernel.pack = params.packer(numel=kernel.numel, **strides)
+        kernel.groups = groups(kernel.numel)
+        pipeline_key = ("map", op.name, op.wgsl, compute.name, out_dtype.name, nd,
+                        tuple("scalar" if kind is None else kind.name for kind in kinds))
+        kernel.compile = (pipeline_key, lambda: _map_source(op, kinds, compute, out_dtype, nd, params), "main",
+                          ("read_write",) + ("read",) * len(views))
+        kernel.pipeline = None
+        if len(self._map_kernels) >= MAP_KERNELS_KEPT:
+            self._map_kernels.clear()
+        self._map_kernels[key] = kernel
+        return kernel
+
+
+def _map_source(op, kinds, compute, out_dtype, nd, params):
+    """The kernel for op over operands of nd strided dims (0: all contiguous); kinds: each
+    operand's dtype, None for a scalar. The element's coordinates are found once, unrolled over
+    the nd dims, and shared by every operand."""
+    bindings = [f"@group(0) @binding(1) var<storage, read_write> out: array<{out_dtype.wgsl}>;"]
+    body = []
+    if nd:
+        body.append("    var rest = i;")
+        for d in range(nd - 1, 0, -1):
+            body.append(f"    let c{d} = rest % params_shape({d}u);")
+            body.append(f"    rest /= params_shape({d}u);")
+        body.append("    let c0 = rest;")
+
+    def element(slot, x):
+        return f"params_offsets({slot}u)" + ("".join(f" + c{d} * params_{x}_strides({d}u)" for d in range(nd))
+                                             or " + i")
+
+    body.append(f"    let o = {element(0, 'out')};")
+    slot = scalar = 0
+    for k, kind in enumerate(kinds):
+        x = _OPERANDS[k]
+        raw = op.arg_kinds is not None and op.arg_kinds[k] is not None
+        if kind is not None:
+            slot += 1
+            bindings.append(f"@group(0) @binding({slot + 1}) var<storage, read> in_{x}: array<{kind.wgsl}>;")
+            body.append(f"    let at_{x} = {element(slot, x)};")
+            value = f"byte_at(in_{x}[at_{x} >> 2u], at_{x})" if kind is dtypes.uint8 else f"in_{x}[at_{x}]"
+            body.append(f"    let {x} = {value if raw else f'T({value})'};")
+        else:
+            raw_word = f"params_scalars({scalar}u)"
+            body.append(f"    let {x} = {raw_word if compute.wgsl == 'u32' else f'bitcast<T>({raw_word})'};")
+            scalar += 1
+    body.append(f"    out[o] = {op.wgsl};")
+    return fill("map", params, compute=compute.wgsl, bindings="\n".join(bindings), body="\n".join(body))

@@ -1,0 +1,272 @@
+"""The matmul family (shaders/matmul.wgsl): register-tiled batched products of strided operands,
+with the bias added in the store and K split where a product has too few tiles."""
+import collections
+import math
+
+from ...base import COPY, FILL, SUM, flat
+from .common import check_gpu_dtype, fill, groups
+
+# The longest inner dimension one matmul workgroup walks on a software adapter, whose shader loops
+# stop after ~65535 iterations (longer products split K).
+SOFTWARE_MATMUL_K = 16384
+# On a GPU, a product with fewer output tiles than this and a K of at least MATMUL_SPLIT_FROM_K
+# splits K (at least MATMUL_MIN_SPLIT_K each) until it has about as many workgroups: the MLP's
+# 128x784 @ 784x128 has 16 tiles of 32x32, so one dispatch would leave most of the GPU idle while
+# each tile walks all of K. A shorter K is not worth the dispatch that sums the pieces (~10 us).
+MATMUL_GROUPS = 256
+MATMUL_SPLIT_FROM_K = 512
+MATMUL_MIN_SPLIT_K = 64
+# At most this many pieces (a conv's weight gradient, 16x9 outputs over a K of 100k, takes them all).
+MATMUL_MAX_SPLITS = 256
+
+
+class MatmulTiles(collections.namedtuple("MatmulTiles", "wx wy tm tn bk")):
+    """A matmul kernel's shape (shaders/matmul.wgsl): wx x wy threads, each computing tm x tn
+    outputs, stepping bk along K."""
+
+    @property
+    def workgroup_bytes(self):   # two halves of padded A and B slices, vec4 rows
+        return 2 * self.bk * (self.wy * self.tm // 4 + 1 + self.wx * self.tn // 4 + 1) * 16
+
+
+# Measured on an H100 over Vulkan (bench/matmul.py --sweep, bench/NOTES.md): the largest output
+# tile that still gives the GPU enough work (outputs over all batches), and wastes at most half a
+# tile on each matrix's edges.
+_MATMUL_BY_SIZE = ((128 * 128 * 64, MatmulTiles(16, 16, 8, 8, 8)),
+                   (64 * 64 * 64, MatmulTiles(16, 16, 4, 4, 16)),
+                   (0, MatmulTiles(8, 8, 4, 4, 16)))
+_MATMUL_SOFTWARE = MatmulTiles(8, 8, 4, 4, 16)   # a CPU rasterizer: few workgroups run at once
+
+
+def matmul_tiles(m, n, batch, is_software, workgroup_limit=16384):
+    if is_software:
+        return _MATMUL_SOFTWARE
+    fits = (tiles for least, tiles in _MATMUL_BY_SIZE
+            if batch * m * n >= least and tiles.workgroup_bytes <= workgroup_limit
+            and 2 * m >= tiles.wy * tiles.tm and 2 * n >= tiles.wx * tiles.tn)
+    return next(fits, _MATMUL_BY_SIZE[-1][1])
+
+
+def matmul_splits(m, n, k, batch, tiles, is_software):
+    """How many pieces of K one product is split into (see shaders/matmul.wgsl)."""
+    if is_software:
+        return -(-k // SOFTWARE_MATMUL_K)
+    if k < MATMUL_SPLIT_FROM_K:
+        return 1
+    workgroups = groups(m, tiles.wy * tiles.tm) * groups(n, tiles.wx * tiles.tn) * batch
+    return max(1, min(-(-MATMUL_GROUPS // workgroups), k // MATMUL_MIN_SPLIT_K, MATMUL_MAX_SPLITS))
+
+
+# shaders/matmul.wgsl's params: where A's and B's words start, and where the batch shape follows.
+_A_WORDS, _B_WORDS, _BATCH_WORDS = 7, 11, 24
+
+
+class MatmulOperand(collections.namedtuple("MatmulOperand", "storage form along_k wide words batch_strides")):
+    """One side of a product as shaders/matmul.wgsl reads it. form:
+      strided: a view's rows and columns; words: offset, row stride, column stride.
+      ("split_k", K2) (A): K made of two dims (k = k1 * K2 + k2); words: offset, row stride, k1's and
+        k2's strides.
+      ("window", Ky, Kx, Ny, Nx) (B): a convolution's input windows, read in place (implicit im2col):
+        K and N each walk three dims (c, y, x) (the last two of sizes Ky, Kx for K, Ny, Nx for N), each
+        moving the address (c) or a row y / column x of the (H, W) image; outside it reads zero
+        (padding). words: offset, H, W, y0, x0, y stride, x stride, then for K: c stride, y step,
+        x step, and the same three for N.
+    The sizes in a form are constants in the kernel: dividing by them is then cheap.
+    along_k: stage along K (consecutive threads load consecutive k); wide: aligned for vec4 loads."""
+
+
+def _words_of_4(*positions):
+    """Offsets and strides that keep every row on a 16-byte boundary (vec4 loads)."""
+    return all(v % 4 == 0 for v in positions)
+
+
+def _strided_operand(t, side):
+    """A strided view as operand "a" (..., M, K) or "b" (..., K, N), staged along its contiguous dim."""
+    *_, rows, cols = t.shape
+    along_k = t.strides[-1] <= t.strides[-2] if side == "a" else t.strides[-2] < t.strides[-1]
+    wide = t.strides[-1] == 1 and cols % 4 == 0 and _words_of_4(t.offset, *t.strides[:-1])
+    return MatmulOperand(t.storage, "strided", along_k, wide, [t.offset, *t.strides[-2:]],
+                         list(t.strides[:-2]))
+
+
+# Per operand of shaders/matmul.wgsl: its staged slice's rows and columns, the global row and
+# column of a slot s and their bounds.
+_MATMUL_OPERANDS = {"a": ("BM", "BK", "row0 + s.x", "t + s.y", "m", "k"),
+                    "b": ("BK", "BN", "t + s.x", "col0 + s.y", "k", "n")}
+
+
+def _tile_loader(x, form, cols_fast, wide):
+    """WGSL for operand x: {x}_slot, thread tid's l-th position in the staged slice (row, col;
+    consecutive threads walk the columns when cols_fast, else the rows; wide: the first of 4
+    columns, a multiple of 4 in number), and load_{x}, the value there, zero past the edges."""
+    rows, cols, r, c, r_end, c_end = _MATMUL_OPERANDS[x]
+    w = _A_WORDS if x == "a" else _B_WORDS
+    kind, zero = ("vec4<f32>", "vec4<f32>()") if wide else ("f32", "0.0")
+    inside = [f"r < {r_end}", f"c < {c_end}"]
+    row, col = f"min(r, {r_end} - 1u)", f"min(c, {c_end} - 1u)"
+    if wide:
+        slot = f"vec2(i / ({cols} / 4u), i % ({cols} / 4u) * 4u)"
+        body = [f"let at_rc = (at + {row} * p[{w + 1}] + min(c, {c_end} - 4u)) / 4u;"]
+    else:
+        slot = f"vec2(i / {cols}, i % {cols})" if cols_fast else f"vec2(i % {rows}, i / {rows})"
+    if form == "strided" and not wide:
+        body = [f"let at_rc = at + {row} * p[{w + 1}] + {col} * p[{w + 2}];"]
+    elif form[0] == "split_k":
+        k2 = f"{form[1]}u"
+        body = [f"let kk = {col};",
+                f"let at_rc = at + {row} * p[{w + 1}] + kk / {k2} * p[{w + 2}] + kk % {k2} * p[{w + 3}];"]
+    elif form[0] == "window":
+        ky, kx, ny, nx = (f"{size}u" for size in form[1:])
+        body = [f"let kk = {row};",
+                f"let nn = {col};",
+                f"let iy = i32(p[{w + 3}]) + i32(kk / {kx} % {ky}) * i32(p[{w + 8}]) + i32(nn / {nx} % {ny}) * i32(p[{w + 11}]);",
+                f"let ix = i32(p[{w + 4}]) + i32(kk % {kx}) * i32(p[{w + 9}]) + i32(nn % {nx}) * i32(p[{w + 12}]);",
+                f"let at_rc = at + kk / ({ky} * {kx}) * p[{w + 7}] + nn / ({ny} * {nx}) * p[{w + 10}]"
+                f" + u32(clamp(iy, 0, i32(p[{w + 1}]) - 1)) * p[{w + 5}] + u32(clamp(ix, 0, i32(p[{w + 2}]) - 1)) * p[{w + 6}];"]
+        inside += ["iy >= 0", f"iy < i32(p[{w + 1}])", "ix >= 0", f"ix < i32(p[{w + 2}])"]
+    lines = "\n".join("    " + line for line in body)
+    # `&`, not `&&`: short-circuit chains become nested branches, and SwiftShader's compiler never
+    # finished the window loader's six of them (Chromium's conv kernels hung at pipeline creation).
+    inside = " & ".join(f"({term})" for term in inside)
+    return f"""
+fn {x}_slot(tid: u32, l: u32) -> vec2<u32> {{
+    let i = tid + l * THREADS;
+    return {slot};
+}}
+
+fn load_{x}(s: vec2<u32>, row0: u32, col0: u32, t: u32, at: u32, m: u32, n: u32, k: u32) -> {kind} {{
+    let r = {r};
+    let c = {c};
+{lines}
+    return select({zero}, {x}[at_rc], {inside});
+}}"""
+
+
+def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wide, b_wide):
+    """shaders/matmul.wgsl with each thread's per-element work unrolled over named variables;
+    forms and staging orders as in MatmulOperand; bias_along: None, "col" or "row" (the bias vector
+    follows the output's columns or rows); a_wide / b_wide: the operand is read as vec4s."""
+    wx, wy, tm, tn, bk = tiles
+    a_loads = wy * tm * bk // (wx * wy) // (4 if a_wide else 1)
+    b_loads = wx * tn * bk // (wx * wy) // (4 if b_wide else 1)
+    runs_m, runs_n = range(tm // 4), range(tn // 4)
+    acc = [(g * 4 + i, j) for g in runs_m for i in range(4) for j in runs_n]
+    declare = [f"let sa{l} = a_slot(tid, {l}u);" for l in range(a_loads)]
+    declare += [f"let sb{l} = b_slot(tid, {l}u);" for l in range(b_loads)]
+    declare += [f"var na{l} = {'vec4<f32>()' if a_wide else '0.0'};" for l in range(a_loads)]
+    declare += [f"var nb{l} = {'vec4<f32>()' if b_wide else '0.0'};" for l in range(b_loads)]
+    declare += [f"var acc{r}_{j} = vec4<f32>();" for r, j in acc]
+
+    def load(t):
+        return ([f"na{l} = load_a(sa{l}, row0, col0, {t}, a_at, m, n, k);" for l in range(a_loads)] +
+                [f"nb{l} = load_b(sb{l}, row0, col0, {t}, b_at, m, n, k);" for l in range(b_loads)])
+    if a_wide:   # 4 consecutive k of one row: one float into each of 4 staged rows
+        stage = [f"tile_a[half_a + (sa{l}.y + {e}u) * ROW_A + sa{l}.x / 4u][sa{l}.x % 4u] = na{l}.{'xyzw'[e]};"
+                 for l in range(a_loads) for e in range(4)]
+    else:
+        stage = [f"tile_a[half_a + sa{l}.y * ROW_A + sa{l}.x / 4u][sa{l}.x % 4u] = na{l};" for l in range(a_loads)]
+    if b_wide:   # 4 consecutive columns: one staged vec4
+        stage += [f"tile_b[half_b + sb{l}.x * ROW_B + sb{l}.y / 4u] = nb{l};" for l in range(b_loads)]
+    else:
+        stage += [f"tile_b[half_b + sb{l}.x * ROW_B + sb{l}.y / 4u][sb{l}.y % 4u] = nb{l};" for l in range(b_loads)]
+    # The staged slices' BK rows: unrolled (constant workgroup-memory offsets) for the 8x8-per-thread
+    # tiles, which it speeds up by 15% on an H100 (4096^3: 0.49 -> 0.56 of cuBLAS); a loop for the
+    # smaller tiles, where unrolling measured no better.
+    unrolled = tm * tn >= 64
+    multiply = [] if unrolled else ["for (var kk = 0u; kk < BK; kk++) {"]
+    for step in range(bk) if unrolled else ["kk"]:
+        kk, name = (f"{step}u", f"_{step}") if unrolled else ("kk", "")
+        multiply += [f"let b{j}{name} = tile_b[half_b + {kk} * ROW_B + {j}u * WX + lid.x];" for j in runs_n]
+        multiply += [f"let a{g}{name} = tile_a[half_a + {kk} * ROW_A + {g}u * WY + lid.y];" for g in runs_m]
+        multiply += [f"acc{r}_{j} = fma(vec4(a{r // 4}{name}.{'xyzw'[r % 4]}), b{j}{name}, acc{r}_{j});"
+                     for r, j in acc]
+    multiply += [] if unrolled else ["}"]
+    store = []
+    for g in runs_m:
+        for i in range(4):
+            store.append(f"if (row0 + {g * 4}u * WY + lid.y * 4u + {i}u < m) {{")
+            store.append(f"    let at = base + (row0 + {g * 4}u * WY + lid.y * 4u + {i}u) * n;")
+            for j in runs_n:
+                for lane in range(4):
+                    col = f"col0 + {j * 4}u * WX + lid.x * 4u + {lane}u"
+                    row = f"row0 + {g * 4}u * WY + lid.y * 4u + {i}u"
+                    value = f"acc{g * 4 + i}_{j}.{'xyzw'[lane]}"
+                    if bias_along:
+                        value += f" + bias_at({col if bias_along == 'col' else row}, split)"
+                    store.append(f"    if ({col} < n) {{ out[at + {col}] = {value}; }}")
+            store.append("}")
+
+    def block(lines, indent):
+        return "\n".join(" " * indent + line for line in lines)
+    bias = "" if bias_along is None else (
+        "@group(0) @binding(4) var<storage, read> bias: array<f32>;\n"
+        "fn bias_at(i: u32, split: u32) -> f32 {\n"
+        "    return select(0.0, bias[p[5] + i * p[6]], split == 0u);\n}")
+    return fill("matmul", None, a_words=str(_A_WORDS), b_words=str(_B_WORDS), batch_words=str(_BATCH_WORDS),
+                bias=bias, wx=str(wx), wy=str(wy), tm=str(tm), tn=str(tn), bk=str(bk),
+                loaders=_tile_loader("a", a_form, a_along_k, a_wide) + "\n" + _tile_loader("b", b_form, not b_along_k, b_wide),
+                a_type="vec4<f32>" if a_wide else "f32", b_type="vec4<f32>" if b_wide else "f32",
+                declare=block(declare, 4), load_first=block(load("k0"), 4), stage=block(stage, 8),
+                load_next=block(load("t + BK"), 12), multiply=block(multiply, 8), store=block(store, 4))
+
+
+def _window_operand(image, padding, k_dims, n_dims, batch_strides, along_k):
+    """B as MatmulOperand "window" over the (H, W) planes of image (..., H, W): k_dims and n_dims are
+    ((sizes c, y, x), (c stride, y step, x step)); the first window starts at -padding."""
+    (_, ky, kx), k_steps = k_dims
+    (_, ny, nx), n_steps = n_dims
+    words = [image.offset, *image.shape[-2:], -padding[0], -padding[1], *image.strides[-2:], *k_steps, *n_steps]
+    words = [word & 0xFFFFFFFF for word in words]   # origins and steps may be negative: the kernel reads i32
+    return MatmulOperand(image.storage, ("window", ky, kx, ny, nx), along_k, False, words, batch_strides)
+
+
+
+
+class MatmulKernels:
+    def matmul(self, a, b, bias=None, bias_dim=-1):
+        """(*B, M, K) @ (*B, K, N), plus bias along the columns (bias_dim -1) or rows (-2)."""
+        check_gpu_dtype(a.dtype, "matmul in")
+        *batch, m, k = a.shape
+        return self._product(_strided_operand(a, "a"), _strided_operand(b, "b"), m, b.shape[-1], k, batch,
+                             bias, bias_dim, a.dtype)
+
+    def _product(self, a, b, m, n, k, batch, bias, bias_dim, dtype):
+        """One shaders/matmul.wgsl dispatch (then a sum over the pieces of a split K) of MatmulOperands."""
+        nb, count = len(batch), math.prod(batch)
+        if count * m * n == 0:
+            return self._empty((*batch, m, n), dtype)
+        if k == 0:
+            return self._empty_product((*batch, m, n), bias, bias_dim, dtype)
+        tiles = matmul_tiles(m, n, count, self.is_software, self.runtime.limits["max_compute_workgroup_storage_size"])
+        splits = matmul_splits(m, n, k, count, tiles, self.is_software)
+        split_k = -(-k // splits // tiles.bk) * tiles.bk
+        splits = -(-k // split_k)
+        storage = self._empty((splits, *batch, m, n) if splits > 1 else (*batch, m, n), dtype)
+        bias_along = None if bias is None else ("col", "row")[bias_dim == -2]
+        threads = tiles.wx * tiles.wy
+        a_wide = a.wide and tiles.wy * tiles.tm * tiles.bk % (4 * threads) == 0
+        b_wide = b.wide and tiles.wx * tiles.tn * tiles.bk % (4 * threads) == 0
+        key = (tiles, a.form, b.form, a.along_k, b.along_k, bias_along, a_wide, b_wide)
+        pipeline = self.runtime.pipeline(("matmul", *key), lambda: _matmul_source(*key),
+                                         bindings=("read_write", "read", "read") + (("read",) if bias is not None else ()))
+        words = [m, n, k, nb, split_k, *((bias.offset, bias.strides[0]) if bias is not None else (0, 0))]
+        words += a.words + [0] * (_B_WORDS - _A_WORDS - len(a.words))
+        words += b.words + [0] * (_BATCH_WORDS - _B_WORDS - len(b.words))
+        words += [*batch, *a.batch_strides, *b.batch_strides]
+        storages = [storage, a.storage, b.storage] + ([bias.storage] if bias is not None else [])
+        self.runtime.dispatch(pipeline, storages, words,
+                              (groups(n, tiles.wx * tiles.tn), groups(m, tiles.wy * tiles.tm), count * splits))
+        if splits == 1:
+            return storage
+        return self.reduce(SUM, flat(storage, (splits, count * m * n), dtype), (0,), dtype)
+
+    def _empty_product(self, shape, bias, bias_dim, dtype):
+        """A product over an empty K: zeros, plus the bias."""
+        if bias is None:
+            return self.map(FILL, (0.0,), shape, dtype, dtype)
+        # the bias broadcast over the other dim (stride 0), copied out
+        strides = [0] * len(shape)
+        strides[bias_dim] = bias.strides[0]
+        return self.map(COPY, (bias._replace(shape=shape, strides=tuple(strides)),), shape, dtype, dtype)
+
+    # ---- convolution: products whose B operand reads an image's windows in place (implicit im2col) ----
