@@ -32,5 +32,6 @@ def synchronize(device="webgpu"):
 
 
 from . import data, io, nn, optim  # noqa: E402  (they build on the names above)
+from . import utils  # noqa: E402  (torch.utils.data as webgrad.utils.data)
 from .io import load, save  # noqa: E402
 from .capture import jit  # noqa: E402

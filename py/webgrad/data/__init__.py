@@ -1,7 +1,10 @@
-"""Data: the Playground's toy sets, MNIST, TensorDataset and DataLoader."""
-from .loader import DataLoader, TensorDataset
+"""Data: the Playground's toy sets and MNIST; TensorDataset and DataLoader are webgrad.utils.data's."""
+from ..utils.data import DataLoader, TensorDataset
+from ..utils.data.dataloader import TENSOR_INDEXED
 from .mnist_dataset import MNIST, download_mnist, mnist
 from .toy import DATASETS, Split, circles, gaussians, spirals, xor
+
+TENSOR_INDEXED.add(MNIST)   # its __getitem__ takes index tensors and gives collated batches
 
 __all__ = ["DATASETS", "DataLoader", "MNIST", "Split", "TensorDataset", "circles", "download_mnist", "gaussians",
            "mnist", "spirals", "xor"]

@@ -1,0 +1,4 @@
+"""torch.utils's counterpart: utils.data (datasets, samplers, DataLoader)."""
+from . import data
+
+__all__ = ["data"]
