@@ -1,4 +1,4 @@
-# webgrad: make play | make test | make site | make bench | make clean
+# webgrad: make play | make test | make lint | make site | make bench | make clean
 SHELL := bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -17,7 +17,7 @@ ifeq ($(wildcard $(XDG_RUNTIME_DIR)),)
 export XDG_RUNTIME_DIR := /tmp/webgrad-xdg-$(shell id -u)
 endif
 
-.PHONY: setup test play site bench clean
+.PHONY: setup lint test play site bench clean
 
 setup: $(STAMPS)/system $(VENV)/.installed $(NPM_DONE) $(XDG_RUNTIME_DIR)
 
@@ -53,7 +53,10 @@ $(NPM_DONE): web/package.json web/package-lock.json
 	cd web && npm ci --no-audit --no-fund
 	@touch $@
 
-test: setup
+lint: setup
+	$(PY) -m ruff check py tests bench e2e web
+
+test: setup lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The whole static site (page, Pyodide, uPlot, the webgrad wheel) in $(SITE), for any static host.

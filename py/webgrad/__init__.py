@@ -1,9 +1,10 @@
 """webgrad: PyTorch-style tensors and autograd on WebGPU, natively and in the browser."""
 from ._tensor import Size, Tensor  # first: the ops modules import Tensor from it
 from . import dtypes
-from .autograd import enable_grad, is_grad_enabled, no_grad
+from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .backends import default_device, get_backend
-from .dtypes import bool_ as bool, float32, float64, int32, uint8  # noqa: A001
+from .device import accelerator, cuda, device
+from .dtypes import bool_ as bool, bfloat16, float16, float32, float64, int32, uint8  # noqa: A001
 from .ops.creation import (arange, as_tensor, empty, frombuffer, full, full_like, initial_seed, manual_seed,
                            ones, ones_like, rand, rand_like, randn, randn_like, randperm, tensor, zeros, zeros_like)
 from .ops.elementwise import (abs, clamp, exp, gelu, leaky_relu, log, logical_and, logical_not,  # noqa: A004
@@ -14,8 +15,35 @@ from .ops.movement import broadcast_shapes, cat, gather, index_select, stack
 from .ops.reduce import amax, amin, argmax, argmin, max, mean, min, sum, var  # noqa: A004
 
 float = float32  # noqa: A001
+double = float64
+half = float16
 int = int32      # noqa: A001
-long = int32     # class labels: WGSL has no 64-bit integers
+# Class labels and indices: WGSL has no 64-bit integers, so int64 is int32 (creating one from a value
+# outside int32's range raises).
+long = int64 = int32
+dtype = dtypes.DType
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(x):
+    return x.dtype.is_floating_point
+
+
+def get_default_dtype():
+    return float32
+
+
+def set_default_dtype(d):
+    if dtypes.as_dtype(d) is not float32:
+        raise TypeError(f"webgrad's default dtype is float32 (float64 exists on the cpu device only), not {d}")
+
+
+def compile(model=None, **options):  # noqa: A001
+    """torch.compile: returns what it is given (webgrad.jit records and replays training steps)."""
+    return model if model is not None else (lambda fn: fn)
 
 __version__ = "0.1.0"
 

@@ -27,21 +27,63 @@ def _grad_mode(enabled):
         _grad_enabled = previous
 
 
-class no_grad(contextlib.ContextDecorator):
-    """Context manager and decorator that turns off graph recording."""
+class _GradModeContext(contextlib.ContextDecorator):
+    """A context manager and decorator that sets grad mode to `enabled` (None: leaves it) inside.
+    Like torch's, the no-argument ones also decorate bare: `@no_grad` as `@no_grad()`."""
+    enabled = None
+
+    def __new__(cls, *args, **kwargs):
+        if cls._takes_no_args and len(args) == 1 and callable(args[0]) and not kwargs:
+            return cls()(args[0])
+        return super().__new__(cls)
 
     def __enter__(self):
-        self._mode = _grad_mode(False)
+        self._mode = _grad_mode(_grad_enabled if self.enabled is None else self.enabled)
         self._mode.__enter__()
 
     def __exit__(self, *exc):
         return self._mode.__exit__(*exc)
 
 
-class enable_grad(no_grad):
-    def __enter__(self):
-        self._mode = _grad_mode(True)
-        self._mode.__enter__()
+class no_grad(_GradModeContext):
+    """Turns off graph recording."""
+    enabled = False
+    _takes_no_args = True
+
+
+class enable_grad(_GradModeContext):
+    enabled = True
+    _takes_no_args = True
+
+
+class inference_mode(_GradModeContext):
+    """torch.inference_mode: no graph recording when mode is True (webgrad has no separate
+    inference tensors)."""
+    _takes_no_args = True
+
+    def __init__(self, mode=True):
+        self.enabled = False if mode else None
+
+
+class set_grad_enabled(_GradModeContext):
+    """torch.set_grad_enabled(mode): as a call it sets the mode at once; as a context manager or
+    decorator it sets it inside and restores the previous mode after."""
+    _takes_no_args = False
+
+    def __init__(self, mode):
+        global _grad_enabled
+        self.enabled, self._previous = bool(mode), _grad_enabled
+        _grad_enabled = self.enabled
+
+    def __exit__(self, *exc):
+        global _grad_enabled
+        super().__exit__(*exc)
+        _grad_enabled = self._previous   # the mode from before the call, not the one __init__ set
+
+    def __call__(self, fn):
+        global _grad_enabled
+        _grad_enabled = self._previous   # decorating does not change the mode outside the function
+        return super().__call__(fn)
 
 
 @contextlib.contextmanager

@@ -27,8 +27,11 @@ float64 = DType("float64", 8, "f", None, None, "d")
 int32 = DType("int32", 4, "i", "i32", 4, "i")
 uint8 = DType("uint8", 1, "u", "u32", 1, "B")
 bool_ = DType("bool", 1, "b", "u32", 4, "B")
+# Named so programs that mention them run until they make such a tensor, which raises (check_supported).
+float16 = DType("float16", 2, "f", None, None, "e")
+bfloat16 = DType("bfloat16", 2, "f", None, None, None)
 
-ALL = (float32, float64, int32, uint8, bool_)
+ALL = (float32, float64, int32, uint8, bool_, float16, bfloat16)
 _BY_NAME = {d.name: d for d in ALL}
 
 
@@ -38,10 +41,20 @@ def as_dtype(value):
         return value
     name = getattr(value, "name", None) or getattr(value, "__name__", None) or str(value)
     name = {"float": "float32", "int": "int32", "int64": "int32", "long": "int32",
-            "bool_": "bool", "double": "float64"}.get(name, name)
+            "bool_": "bool", "double": "float64", "half": "float16"}.get(name, name)
     if name in _BY_NAME:
         return _BY_NAME[name]
     raise TypeError(f"unsupported dtype {value!r}; webgrad has {', '.join(_BY_NAME)}")
+
+
+def check_supported(dtype, device):
+    """Raise for a dtype no tensor on device can hold (float16 and bfloat16 nowhere yet, float64 on
+    the cpu device only)."""
+    if dtype in (float16, bfloat16):
+        raise TypeError(f"webgrad does not support {dtype.name} tensors yet; use float32")
+    if dtype is float64 and device != "cpu":
+        raise TypeError(f"{device}: float64 is not supported (WGSL has no 64-bit floats); use float32 "
+                        "or the cpu device")
 
 
 def promote(a, b):

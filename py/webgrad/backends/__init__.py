@@ -2,7 +2,10 @@
 import os
 import sys
 
+from ..device import device as _device
+
 DEVICES = ("cpu", "webgpu")
+_NAMED = {name: _device(name) for name in DEVICES}
 _backends = {}
 _default_device = None
 
@@ -12,9 +15,12 @@ def resolve_device(device):
         return default_device()
     name = str(getattr(device, "type", device))
     if name.startswith("webgpu"):
-        return "webgpu"
+        return _NAMED["webgpu"]
     if name == "cpu":
-        return "cpu"
+        return _NAMED["cpu"]
+    if name.startswith(("cuda", "mps")):
+        raise RuntimeError(f"webgrad has no {name} device: its GPU device is 'webgpu' (torch.cuda.is_available() "
+                           "is False here; torch.accelerator.current_accelerator() names 'webgpu')")
     raise RuntimeError(f"unknown device {device!r}; webgrad has 'cpu' and 'webgpu'")
 
 
@@ -44,10 +50,13 @@ def default_device():
         if chosen:
             _default_device = resolve_device(chosen)
         elif sys.platform == "emscripten":   # the page: no NumPy for a cpu device
-            _default_device = "webgpu"
+            _default_device = _NAMED["webgpu"]
         else:
             try:
-                _default_device = "cpu" if get_backend("webgpu").is_software else "webgpu"
+                _default_device = _NAMED["cpu" if get_backend("webgpu").is_software else "webgpu"]
             except RuntimeError:
-                _default_device = "cpu"
+                _default_device = _NAMED["cpu"]
     return _default_device
+
+
+from . import cuda, cudnn, mps  # noqa: E402  (torch.backends' namespaces, as programs read them)

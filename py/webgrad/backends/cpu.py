@@ -4,10 +4,12 @@ import math
 
 import numpy as np
 
+from .. import dtypes
 from .base import PERMUTATION_ROUNDS, Backend, View
 
 
 def _np_dtype(dtype):
+    dtypes.check_supported(dtype, "cpu")
     return np.bool_ if dtype.kind == "b" else np.dtype(dtype.name)
 
 
