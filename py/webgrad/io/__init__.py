@@ -1,5 +1,5 @@
-"""Files: safetensors for weights (PyTorch loads them), IDX for the MNIST data."""
+"""Files: checkpoints in PyTorch's format (safetensors for *.safetensors paths), IDX for the MNIST data."""
+from .checkpoint import load, save
 from .idx import read_idx
-from .safetensors import load, save
 
 __all__ = ["load", "read_idx", "save"]
