@@ -1,13 +1,17 @@
 """Neural-network modules, functional ops and initialisers, with torch.nn's names."""
-from . import functional, init
-from .conv import AvgPool2d, Conv2d, Dropout, MaxPool2d
-from .layers import (ACTIVATIONS, GELU, CrossEntropyLoss, Flatten, Identity, LeakyReLU, Linear, MSELoss, ReLU,
-                     Sequential, Sigmoid, Tanh, mlp)
+from . import functional, init, utils
+from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from .conv import AvgPool2d, Conv2d, Dropout, Dropout1d, Dropout2d, Dropout3d, MaxPool2d
+from .layers import (ACTIVATIONS, ELU, GELU, CrossEntropyLoss, Flatten, Hardtanh, Identity, LeakyReLU, Linear,
+                     LogSoftmax, Mish, MSELoss, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softplus, Tanh, Unflatten, mlp)
 from .models import MODELS, mnist_cnn, mnist_mlp, torch_equivalent
 from .module import Module, Parameter
 from .norm import BatchNorm1d, BatchNorm2d
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 
 __all__ = ["ACTIVATIONS", "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv2d", "CrossEntropyLoss", "Dropout",
-           "Flatten", "GELU", "Identity", "LeakyReLU", "Linear", "MODELS", "MSELoss", "MaxPool2d", "Module",
-           "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh", "functional", "init", "mlp", "mnist_cnn",
-           "mnist_mlp", "torch_equivalent"]
+           "Dropout1d", "Dropout2d", "Dropout3d", "ELU", "Flatten", "GELU", "GRU", "GRUCell", "Hardtanh", "Identity",
+           "LSTM", "LSTMCell", "LeakyReLU", "Linear", "LogSoftmax", "MODELS", "MSELoss", "MaxPool2d", "Mish",
+           "Module", "ModuleDict", "ModuleList", "Parameter", "ParameterDict", "ParameterList", "RNN", "RNNBase",
+           "RNNCell", "RNNCellBase", "ReLU", "ReLU6", "Sequential", "SiLU", "Sigmoid", "Softmax", "Softplus", "Tanh",
+           "Unflatten", "functional", "init", "mlp", "mnist_cnn", "mnist_mlp", "torch_equivalent", "utils"]

@@ -38,7 +38,7 @@ class Conv2d(Module):
             self.padding = _pair(padding, "padding")
         self.groups, self.padding_mode = groups, padding_mode
         self.weight = Parameter(empty((out_channels, in_channels, *self.kernel_size), device=device, dtype=dtype))
-        self.bias = Parameter(empty(out_channels, device=device, dtype=dtype)) if bias else None
+        self.register_parameter("bias", Parameter(empty(out_channels, device=device, dtype=dtype)) if bias else None)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -121,19 +121,42 @@ class AvgPool2d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class Dropout(Module):
-    """In training, zero each element with probability p and scale the rest by 1/(1-p); identity in eval."""
-
+class _DropoutNd(Module):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
         if inplace:
-            raise NotImplementedError("Dropout: inplace=True is not supported")
+            raise NotImplementedError(f"{type(self).__name__}: inplace=True is not supported")
         self.p, self.inplace = p, inplace
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout(_DropoutNd):
+    """In training, zero each element with probability p and scale the rest by 1/(1-p); identity in eval."""
 
     def forward(self, input):  # noqa: A002
         return F.dropout(input, self.p, self.training)
 
-    def extra_repr(self):
-        return f"p={self.p}, inplace={self.inplace}"
+
+class Dropout1d(_DropoutNd):
+    """In training, zero whole channels of an (N, C, L) or (C, L) input and scale the rest by 1/(1-p)."""
+
+    def forward(self, input):  # noqa: A002
+        return F.dropout1d(input, self.p, self.training)
+
+
+class Dropout2d(_DropoutNd):
+    """In training, zero whole channels of an (N, C, H, W) input and scale the rest by 1/(1-p)."""
+
+    def forward(self, input):  # noqa: A002
+        return F.dropout2d(input, self.p, self.training)
+
+
+class Dropout3d(_DropoutNd):
+    """In training, zero whole channels of an (N, C, D, H, W) or (C, D, H, W) input."""
+
+    def forward(self, input):  # noqa: A002
+        return F.dropout3d(input, self.p, self.training)

@@ -1,10 +1,11 @@
 """Layers, activations and loss modules (PyTorch's names, arguments and reprs)."""
-import collections
 import math
+import warnings
 
 from ..ops.creation import empty
 from . import functional as F
 from . import init
+from .containers import Sequential
 from .module import Module, Parameter
 
 
@@ -15,7 +16,7 @@ class Linear(Module):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.weight = Parameter(empty((out_features, in_features), device=device, dtype=dtype))
-        self.bias = Parameter(empty(out_features, device=device, dtype=dtype)) if bias else None
+        self.register_parameter("bias", Parameter(empty(out_features, device=device, dtype=dtype)) if bias else None)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -32,48 +33,19 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-class Sequential(Module):
-    """Modules applied in order; named "0", "1", ... (or by the keys of one OrderedDict argument)."""
+class _Activation(Module):
+    """An activation with PyTorch's inplace argument: inplace=True is accepted and computes out of
+    place (the returned values are the same; the input is left as it is)."""
 
-    def __init__(self, *args):
+    def __init__(self, inplace=False):
         super().__init__()
-        if len(args) == 1 and isinstance(args[0], dict):
-            items = args[0].items()
-        else:
-            items = ((str(i), module) for i, module in enumerate(args))
-        for name, module in items:
-            self.add_module(name, module)
+        self.inplace = inplace
 
-    def add_module(self, name, module):
-        if not isinstance(module, Module):
-            raise TypeError(f"{type(module).__name__} is not a Module subclass")
-        super().add_module(name, module)
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
-    def forward(self, input):  # noqa: A002
-        for module in self._modules.values():
-            input = module(input)
-        return input
-
-    def __getitem__(self, index):
-        items = list(self._modules.items())
-        if isinstance(index, slice):
-            return Sequential(collections.OrderedDict(items[index]))
-        if not -len(items) <= index < len(items):
-            raise IndexError(f"index {index} is out of range for a Sequential of {len(items)} modules")
-        return items[index][1]
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
-class ReLU(Module):
+class ReLU(_Activation):
     def forward(self, input):  # noqa: A002
         return F.relu(input)
 
@@ -88,28 +60,111 @@ class Sigmoid(Module):
         return F.sigmoid(input)
 
 
+class SiLU(_Activation):
+    def forward(self, input):  # noqa: A002
+        return F.silu(input)
+
+
+class Mish(_Activation):
+    def forward(self, input):  # noqa: A002
+        return F.mish(input)
+
+
 class GELU(Module):
     def __init__(self, approximate="none"):
         super().__init__()
-        self.approximate = F._check_gelu_approximate(approximate)
+        self.approximate = approximate
 
     def forward(self, input):  # noqa: A002
-        return F.gelu(input, self.approximate)
+        if self.approximate not in ("none", "tanh"):   # checked here, as PyTorch does
+            raise RuntimeError("approximate argument must be either none or tanh.")
+        return F.gelu(input) if self.approximate == "none" else F._gelu_tanh(input)
 
     def extra_repr(self):
         return f"approximate={self.approximate!r}"
 
 
-class LeakyReLU(Module):
-    def __init__(self, negative_slope=0.01):
-        super().__init__()
+class LeakyReLU(_Activation):
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__(inplace)
         self.negative_slope = negative_slope
 
     def forward(self, input):  # noqa: A002
         return F.leaky_relu(input, self.negative_slope)
 
     def extra_repr(self):
-        return f"negative_slope={self.negative_slope}"
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class ELU(_Activation):
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__(inplace)
+        self.alpha = alpha
+
+    def forward(self, input):  # noqa: A002
+        return F.elu(input, self.alpha)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class Hardtanh(_Activation):
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__(inplace)
+        if not max_val > min_val:   # PyTorch's module asserts this (F.hardtanh raises ValueError)
+            raise AssertionError(f"max_val ({max_val}) must be greater than min_val ({min_val})")
+        self.min_val, self.max_val = min_val, max_val
+
+    def forward(self, input):  # noqa: A002
+        return F.hardtanh(input, self.min_val, self.max_val)
+
+    def extra_repr(self):
+        return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
+
+
+class ReLU6(Hardtanh):
+    def __init__(self, inplace=False):
+        super().__init__(0.0, 6.0, inplace)
+
+    def extra_repr(self):
+        return _Activation.extra_repr(self)
+
+
+class Softplus(Module):
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, input):  # noqa: A002
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self):
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+def _implicit_softmax_dim(name, ndim):
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X "
+                  "as an argument.", stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+class Softmax(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):  # noqa: A002
+        dim = _implicit_softmax_dim("softmax", input.ndim) if self.dim is None else self.dim
+        return F.softmax(input, dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Softmax):
+    def forward(self, input):  # noqa: A002
+        dim = _implicit_softmax_dim("log_softmax", input.ndim) if self.dim is None else self.dim
+        return F.log_softmax(input, dim)
 
 
 class Flatten(Module):
@@ -122,6 +177,30 @@ class Flatten(Module):
 
     def extra_repr(self):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Dim `dim` of the input becomes the dims `unflattened_size` (one of which may be -1)."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        if not isinstance(unflattened_size, (tuple, list)) or not all(isinstance(s, int) for s in unflattened_size):
+            raise TypeError(f"unflattened_size must be a tuple of ints, but found type "
+                            f"{type(unflattened_size).__name__}")
+        self.dim, self.unflattened_size = dim, unflattened_size
+
+    def forward(self, input):  # noqa: A002
+        size = input.size(self.dim)   # an IndexError for a dim out of range
+        dim = self.dim % input.ndim
+        known = math.prod(s for s in self.unflattened_size if s != -1)
+        fits = (known != 0 and size % known == 0) if -1 in self.unflattened_size else known == size
+        if not fits:
+            raise RuntimeError(f"unflatten: Provided sizes {list(self.unflattened_size)} don't multiply up to the "
+                               f"size of dim {self.dim} ({size}) in the input tensor")
+        return input.reshape(tuple(input.shape[:dim]) + tuple(self.unflattened_size) + tuple(input.shape[dim + 1:]))
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
 class Identity(Module):

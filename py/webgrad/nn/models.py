@@ -27,9 +27,18 @@ def torch_equivalent(model):
     """The torch.nn.Sequential of the same layers (needs PyTorch): load_state_dict takes this
     model's state_dict (or a file saved from it) and gives the same logits."""
     import torch
-    from .conv import AvgPool2d, Dropout
-    from .layers import GELU, Identity, LeakyReLU, Sigmoid, Tanh
+    from . import conv, layers
     from .norm import BatchNorm1d, BatchNorm2d
+
+    # modules PyTorch rebuilds from constructor arguments they keep as attributes of the same names
+    by_arguments = {
+        layers.Flatten: ("start_dim", "end_dim"), layers.Unflatten: ("dim", "unflattened_size"),
+        layers.LeakyReLU: ("negative_slope", "inplace"), layers.GELU: ("approximate",),
+        layers.ELU: ("alpha", "inplace"), layers.Softplus: ("beta", "threshold"),
+        layers.Hardtanh: ("min_val", "max_val", "inplace"), layers.Softmax: ("dim",), layers.LogSoftmax: ("dim",),
+        layers.ReLU: ("inplace",), layers.ReLU6: ("inplace",), layers.SiLU: ("inplace",), layers.Mish: ("inplace",),
+        conv.Dropout: ("p",), conv.Dropout1d: ("p",), conv.Dropout2d: ("p",), conv.Dropout3d: ("p",),
+        layers.Tanh: (), layers.Sigmoid: (), layers.Identity: ()}
 
     def convert(m):
         if isinstance(m, Sequential):
@@ -41,21 +50,13 @@ def torch_equivalent(model):
                                    bias=m.bias is not None)
         if isinstance(m, MaxPool2d):
             return torch.nn.MaxPool2d(m.kernel_size, m.stride, m.padding, m.dilation)
-        if isinstance(m, AvgPool2d):
+        if isinstance(m, conv.AvgPool2d):
             return torch.nn.AvgPool2d(m.kernel_size, m.stride, m.padding)
         if isinstance(m, (BatchNorm1d, BatchNorm2d)):
             cls = torch.nn.BatchNorm1d if isinstance(m, BatchNorm1d) else torch.nn.BatchNorm2d
             return cls(m.num_features, m.eps, m.momentum, m.affine, m.track_running_stats, bias=m.bias is not None)
-        if isinstance(m, Dropout):
-            return torch.nn.Dropout(m.p)
-        if isinstance(m, Flatten):
-            return torch.nn.Flatten(m.start_dim, m.end_dim)
-        if isinstance(m, LeakyReLU):
-            return torch.nn.LeakyReLU(m.negative_slope)
-        simple = {ReLU: torch.nn.ReLU, Tanh: torch.nn.Tanh, Sigmoid: torch.nn.Sigmoid, GELU: torch.nn.GELU,
-                  Identity: torch.nn.Identity}
-        if type(m) in simple:
-            return simple[type(m)]()
+        if type(m) in by_arguments:
+            return getattr(torch.nn, type(m).__name__)(*(getattr(m, a) for a in by_arguments[type(m)]))
         raise TypeError(f"torch_equivalent: no torch.nn counterpart for {type(m).__name__}")
 
     return convert(model)

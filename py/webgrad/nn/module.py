@@ -1,65 +1,132 @@
-"""Module, PyTorch's container of parameters, buffers and submodules.
+"""Module, PyTorch's container of parameters, buffers and submodules, and Parameter, the Tensor
+a module treats as learnable.
 
-A parameter is a leaf tensor that requires grad (Tensor has __slots__, so there is no Parameter
-subclass): assigning one to a module attribute registers it in `_parameters`, assigning a Module
+Assigning a Parameter to a module attribute registers it in `_parameters`, assigning a Module
 registers it in `_modules`, in assignment order, which gives PyTorch's dotted state_dict names.
 A buffer (register_buffer: BatchNorm's running statistics) is state that is no parameter: it is
-in state_dict after its module's parameters, as in PyTorch, and moves with .to().
+in state_dict after its module's parameters (unless registered with persistent=False), as in
+PyTorch, and moves with .to(). A Parameter used by two modules (weight tying) is one tensor:
+parameters() yields it once, so an optimizer updates it once.
 """
 import collections
+import collections.abc
 
+from .. import dtypes
 from ..autograd import no_grad
-from ..ops.creation import as_tensor, zeros_like
+from ..ops.creation import as_tensor, empty, zeros_like
 from ..ops.movement import write_into
 from .._tensor import Tensor
 
 
-def Parameter(data, requires_grad=True):  # noqa: N802 (PyTorch's name)
-    """A new leaf tensor sharing data's values (copied when data is not contiguous)."""
-    return data.detach().contiguous().requires_grad_(requires_grad)
+class Parameter(Tensor):
+    """A leaf tensor sharing data's values (copied when data is not contiguous: optimizers
+    update parameters flat). Ops on a Parameter give plain Tensors, as in PyTorch."""
+    __slots__ = ()
+
+    def __init__(self, data=None, requires_grad=True):
+        if data is None:
+            data = empty(0)
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Parameter: expected a Tensor, got {type(data).__name__}")
+        data = data.detach().contiguous()
+        super().__init__(data._storage, data.shape, data.dtype, data.device, data._strides, data._offset)
+        self.requires_grad_(requires_grad)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __deepcopy__(self, memo):
+        if id(self) not in memo:
+            memo[id(self)] = Parameter(self.detach().clone(), self.requires_grad)
+        return memo[id(self)]
 
 
-def _is_parameter(value):
-    return isinstance(value, Tensor) and value.requires_grad and value.is_leaf
+_TENSOR_TYPES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int32": "IntTensor", "uint8": "ByteTensor",
+                 "bool": "BoolTensor"}
 
 
-IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+def typename(value):
+    """PyTorch's typename for error messages and reprs: 'webgrad.FloatTensor', 'int', 'pkg.Class'."""
+    if isinstance(value, Tensor):
+        return "webgrad." + _TENSOR_TYPES[value.dtype.name]
+    cls = type(value)
+    return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
+
+
+class _IncompatibleKeys(collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return f"_IncompatibleKeys(missing_keys={self.missing_keys}, unexpected_keys={self.unexpected_keys})"
+
+
+def _addindent(text, spaces):
+    """Indent every line of text but the first (how a child's repr nests in its parent's)."""
+    first, *rest = text.split("\n")
+    return "\n".join([first] + [" " * spaces + line for line in rest])
+
+
+def _check_name(kind, name):
+    if not isinstance(name, str):
+        raise TypeError(f"{kind} name should be a string. Got {typename(name)}")
+    if "." in name:   # PyTorch names the culprit for modules only
+        raise KeyError(f"{kind} name can't contain \".\"" + (f", got: {name}" if kind == "module" else ""))
+    if name == "":
+        raise KeyError(f"{kind} name can't be empty string \"\"")
 
 
 class Module:
     def __init__(self):
+        object.__setattr__(self, "training", True)
         object.__setattr__(self, "_parameters", {})
-        object.__setattr__(self, "_modules", {})
         object.__setattr__(self, "_buffers", {})
         object.__setattr__(self, "_non_persistent_buffers", set())
-        self.training = True
+        object.__setattr__(self, "_modules", {})
 
     def forward(self, *args, **kwargs):
-        raise NotImplementedError(f"{type(self).__name__} has no forward()")
+        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
 
-    # ---- attribute registration ----
+    # ---- attribute registration (PyTorch's rules) ----
     def __setattr__(self, name, value):
-        params, modules = self.__dict__.get("_parameters"), self.__dict__.get("_modules")
-        if params is None:
-            raise AttributeError("cannot assign module attributes before Module.__init__() call")
-        buffers = self.__dict__["_buffers"]
-        if name in buffers and (value is None or (isinstance(value, Tensor) and not _is_parameter(value))):
-            buffers[name] = value   # a buffer stays a buffer when reassigned, as in PyTorch
-            return
-        buffers.pop(name, None)
-        self._non_persistent_buffers.discard(name)
-        params.pop(name, None)
-        modules.pop(name, None)
-        self.__dict__.pop(name, None)
-        if _is_parameter(value):
-            params[name] = value
+        params = self.__dict__.get("_parameters")
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            self._forget(name, keep=self._parameters)
+            self.register_parameter(name, value)
+        elif params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{typename(value)}' as parameter '{name}' "
+                                "(webgrad.nn.Parameter or None expected)")
+            params[name] = None
         elif isinstance(value, Module):
-            modules[name] = value
+            if params is None:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            self._forget(name, keep=self._modules)
+            self._modules[name] = value
+        elif params is not None and name in self._modules:
+            if value is not None:
+                raise TypeError(f"cannot assign '{typename(value)}' as child module '{name}' "
+                                "(webgrad.nn.Module or None expected)")
+            self._modules[name] = None
+        elif params is not None and name in self._buffers:   # a buffer stays a buffer when reassigned
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign '{typename(value)}' as buffer '{name}' (webgrad.Tensor or None "
+                                "expected)")
+            self._buffers[name] = value
         else:
             object.__setattr__(self, name, value)
+
+    def _forget(self, name, keep):
+        """Drop name from the instance dict and every store but `keep` before it is registered
+        anew in keep (where it keeps its place, so a reassigned parameter keeps its state_dict slot)."""
+        for store in (self.__dict__, self._parameters, self._buffers, self._modules):
+            if store is not keep:
+                store.pop(name, None)
+        self._non_persistent_buffers.discard(name)
 
     def __getattr__(self, name):  # only called when normal lookup fails
         for store in ("_parameters", "_buffers", "_modules"):
@@ -76,107 +143,154 @@ class Module:
                 return
         object.__delattr__(self, name)
 
+    def register_parameter(self, name, param):
+        """Register param (a Parameter, or None for an absent one such as bias=False's)."""
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        _check_name("parameter", name)
+        if hasattr(self, name) and name not in self._parameters:
+            raise KeyError(f"attribute '{name}' already exists")
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{typename(param)}' object to parameter '{name}' "
+                            "(webgrad.nn.Parameter or None required)")
+        self._parameters[name] = param
+
     def add_module(self, name, module):
-        setattr(self, name, module)
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{typename(module)} is not a Module subclass")
+        _check_name("module", name)
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        self._modules[name] = module
+
+    register_module = add_module
 
     def register_buffer(self, name, tensor, persistent=True):
         """Register tensor (or None) as state that is no parameter: in state_dict (unless not
         persistent), moved by .to(), never handed to an optimizer."""
-        if not isinstance(name, str) or not name or "." in name:
-            raise KeyError(f"buffer name must be a non-empty string without '.', got {name!r}")
-        if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
-                            "(a Tensor or None is required)")
-        if name in self._parameters or name in self._modules or name in self.__dict__:
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        _check_name("buffer", name)
+        if hasattr(self, name) and name not in self._buffers:
             raise KeyError(f"attribute '{name}' already exists")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{typename(tensor)}' object to buffer '{name}' "
+                            "(webgrad Tensor or None required)")
         self._buffers[name] = tensor
         if persistent:
             self._non_persistent_buffers.discard(name)
         else:
             self._non_persistent_buffers.add(name)
 
+    def get_submodule(self, target):
+        """The module at a dotted path ('encoder.layers.0'); '' is self."""
+        module = self
+        for name in target.split(".") if target else []:
+            if module._modules.get(name) is None:
+                raise AttributeError(f"{module._get_name()} has no attribute `{name}`")
+            module = module._modules[name]
+        return module
+
     # ---- traversal ----
     def _walk(self, prefix=""):
         """(dotted name, module) of self and every descendant, shared ones as often as they occur."""
         yield prefix, self
         for name, child in self._modules.items():
-            yield from child._walk(f"{prefix}.{name}" if prefix else name)
+            if child is not None:
+                yield from child._walk(f"{prefix}.{name}" if prefix else name)
 
-    def _all_parameters(self, prefix="", recurse=True):
-        walk = self._walk(prefix) if recurse else [(prefix, self)]
-        for module_name, module in walk:
-            for name, p in module._parameters.items():
-                yield (f"{module_name}.{name}" if module_name else name), p
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        seen = set() if memo is None else memo
+        for name, module in self._walk(prefix):
+            if not remove_duplicate or module not in seen:
+                seen.add(module)
+                yield name, module
 
-    def _all_state(self):
-        """(dotted name, tensor) of state_dict in PyTorch's order: each module's parameters, then
-        its persistent buffers, then its children's."""
-        for module_name, module in self._walk():
-            dot = f"{module_name}." if module_name else ""
-            for name, p in module._parameters.items():
-                yield dot + name, p
-            for name, b in module._buffers.items():
-                if b is not None and name not in module._non_persistent_buffers:
-                    yield dot + name, b
+    def modules(self, remove_duplicate=True):
+        for _, module in self.named_modules(remove_duplicate=remove_duplicate):
+            yield module
 
-    def named_buffers(self, prefix="", recurse=True):
+    def named_children(self):
         seen = set()
-        walk = self._walk(prefix) if recurse else [(prefix, self)]
-        for module_name, module in walk:
-            for name, b in module._buffers.items():
-                if b is not None and id(b) not in seen:
-                    seen.add(id(b))
-                    yield (f"{module_name}.{name}" if module_name else name), b
+        for name, child in self._modules.items():
+            if child is not None and child not in seen:
+                seen.add(child)
+                yield name, child
 
-    def buffers(self, recurse=True):
-        for _, b in self.named_buffers(recurse=recurse):
-            yield b
+    def children(self):
+        for _, child in self.named_children():
+            yield child
 
-    def named_parameters(self, prefix="", recurse=True):
+    def _named_members(self, store, prefix, recurse, remove_duplicate):
         seen = set()
-        for name, p in self._all_parameters(prefix, recurse):
-            if id(p) not in seen:
-                seen.add(id(p))
-                yield name, p
+        walk = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse else [(prefix, self)]
+        for module_name, module in walk:
+            for name, t in getattr(module, store).items():
+                if t is None or (remove_duplicate and id(t) in seen):
+                    continue
+                seen.add(id(t))
+                yield (f"{module_name}.{name}" if module_name else name), t
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """(dotted name, parameter), each parameter once (by its first name) unless remove_duplicate=False."""
+        return self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse=True):
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_children(self):
-        yield from self._modules.items()
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
-    def children(self):
-        yield from self._modules.values()
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
 
-    def named_modules(self, prefix=""):
-        seen = set()
-        for name, module in self._walk(prefix):
-            if id(module) not in seen:
-                seen.add(id(module))
-                yield name, module
-
-    def modules(self):
-        for _, module in self.named_modules():
-            yield module
+    def apply(self, fn):
+        """fn(module) on every child (recursively), then on self, as PyTorch's init idiom uses."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
 
     # ---- state ----
-    def state_dict(self):
-        """Ordered name -> detached parameter or buffer (sharing storage), with PyTorch's dotted names."""
-        return collections.OrderedDict((name, t.detach()) for name, t in self._all_state())
+    def _all_state(self):
+        """(dotted name, tensor) of state_dict in PyTorch's order: each module's parameters, then
+        its persistent buffers, then its children's (a shared module under each of its names)."""
+        for module_name, module in self._walk():
+            dot = f"{module_name}." if module_name else ""
+            for name, p in module._parameters.items():
+                if p is not None:
+                    yield dot + name, p
+            for name, b in module._buffers.items():
+                if b is not None and name not in module._non_persistent_buffers:
+                    yield dot + name, b
 
-    def load_state_dict(self, state_dict, strict=True):
+    def state_dict(self, *, destination=None, prefix="", keep_vars=False):
+        """Ordered name -> parameter or buffer, with PyTorch's dotted names: detached views sharing
+        storage (the tensors themselves with keep_vars=True)."""
+        out = collections.OrderedDict() if destination is None else destination
+        for name, t in self._all_state():
+            out[prefix + name] = t if keep_vars else t.detach()
+        return out
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
         """Copy values into the existing parameters and buffers in place, so optimizers keep their
-        references. Values may be Tensors, NumPy arrays or nested lists; a torch int64 counter
-        (num_batches_tracked) loads into webgrad's int32 one."""
+        references; returns the (missing_keys, unexpected_keys) named tuple. Values may be Tensors,
+        NumPy arrays or nested lists; a torch int64 counter (num_batches_tracked) loads into
+        webgrad's int32 one. Nothing is copied when an error is raised."""
+        if not isinstance(state_dict, collections.abc.Mapping):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        if assign:
+            raise NotImplementedError("load_state_dict: assign=True is not supported; values are copied in place")
         own = dict(self._all_state())
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         errors = []
-        if strict and unexpected:
-            errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ".")
         if strict and missing:
-            errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ".")
+            errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
+        if strict and unexpected:
+            errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
         sources = {}
         for name, value in state_dict.items():
             if name not in own:
@@ -193,68 +307,110 @@ class Module:
         with no_grad():
             for name, source in sources.items():
                 write_into(own[name], source)
-        return IncompatibleKeys(missing, unexpected)
+        return _IncompatibleKeys(missing, unexpected)
 
-    # ---- modes and devices ----
+    # ---- modes, gradients, devices ----
     def train(self, mode=True):
-        for module in self.modules():
-            module.training = mode
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        self.training = mode
+        for child in self.children():
+            child.train(mode)
         return self
 
     def eval(self):
         return self.train(False)
 
-    def to(self, *args, **kwargs):
-        """Move (or cast) parameters and buffers, as Tensor.to takes them: each parameter becomes
-        a new leaf tensor. A dtype casts floating tensors only (a counter buffer stays int32)."""
-        moved = {}  # id -> new tensor, so a parameter shared by two modules stays shared
-        device = _device_of(args, kwargs)
-        with no_grad():
-            for module in self.modules():
-                for name, b in module._buffers.items():
-                    if b is not None and id(b) not in moved:
-                        moved[id(b)] = b.to(*args, **kwargs) if b.dtype.is_floating_point else (
-                            b if device is None else b.to(device=device))
-                    if b is not None:
-                        module._buffers[name] = moved[id(b)]
-                for name, p in module._parameters.items():
-                    if id(p) not in moved:
-                        new = p.to(*args, **kwargs)
-                        if new is not p:
-                            new.requires_grad_()
-                            new.grad = None if p.grad is None else p.grad.to(*args, **kwargs)
-                        moved[id(p)] = new
-                    module._parameters[name] = moved[id(p)]
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
         return self
 
     def zero_grad(self, set_to_none=True):
         for p in self.parameters():
             p.grad = None if set_to_none or p.grad is None else zeros_like(p.grad)
 
+    def _apply(self, fn):
+        """fn on every parameter (in place: the Parameter object, and an optimizer's reference to
+        it, stays, as with PyTorch's `param.data = fn(param)`), its gradient, and every buffer."""
+        converted = {}   # original -> result (tensors hash by identity), so a shared one is converted once
+        with no_grad():
+            for module in self.modules():
+                for p in module._parameters.values():
+                    if p is not None and p not in converted:
+                        converted[p] = p   # converted in place: the object itself is the result
+                        _set_data(p, fn(p))
+                        if p.grad is not None:
+                            p.grad = fn(p.grad)
+                for name, b in module._buffers.items():
+                    if b is not None:
+                        if b not in converted:
+                            converted[b] = fn(b)
+                        module._buffers[name] = converted[b]
+        return self
+
+    def to(self, *args, **kwargs):
+        """Move parameters and buffers to a device and/or cast the floating ones to a floating
+        dtype, with Tensor.to's arguments (non_blocking is accepted and has no effect)."""
+        device, dtype = _parse_to(args, kwargs)
+        if dtype is not None and not dtype.is_floating_point:
+            raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired "
+                            f"dtype={dtype!r}")
+        return self._apply(lambda t: t.to(device=device, dtype=dtype if t.dtype.is_floating_point else None))
+
+    def cpu(self):
+        return self._apply(lambda t: t.cpu())
+
+    def type(self, dst_type):
+        return self._apply(lambda t: t.to(dst_type))
+
+    def float(self):
+        return self._apply(lambda t: t.float() if t.dtype.is_floating_point else t)
+
+    def double(self):
+        return self._apply(lambda t: t.double() if t.dtype.is_floating_point else t)
+
     # ---- printing ----
     def extra_repr(self):
         return ""
 
+    def _get_name(self):
+        return type(self).__name__
+
     def __repr__(self):
-        lines = [line for line in self.extra_repr().split("\n") if line]
-        lines += [f"({name}): " + repr(child).replace("\n", "\n  ") for name, child in self._modules.items()]
-        if not self._modules:
-            return f"{type(self).__name__}({''.join(lines)})"
-        return f"{type(self).__name__}(\n  " + "\n  ".join(lines) + "\n)"
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({name}): " + _addindent(repr(child), 2) for name, child in self._modules.items()]
+        lines = extra_lines + child_lines
+        text = self._get_name() + "("
+        if len(extra_lines) == 1 and not child_lines:
+            text += extra_lines[0]
+        elif lines:
+            text += "\n  " + "\n  ".join(lines) + "\n"
+        return text + ")"
 
 
+def _set_data(param, value):
+    """Point param at value's storage, layout, dtype and device: param stays the same object."""
+    param._set_data(value)
 
-def _device_of(args, kwargs):
-    """The device among Tensor.to's arguments (None if only a dtype): where a module's cast
-    leaves an integer buffer such as num_batches_tracked."""
-    from .. import dtypes
-    device = kwargs.get("device")
+
+def _parse_to(args, kwargs):
+    """(device, dtype) among Module.to's arguments, as Tensor.to reads them; either may be None."""
+    device, dtype = kwargs.get("device"), kwargs.get("dtype")
+    unknown = set(kwargs) - {"device", "dtype", "non_blocking"}
+    if unknown:
+        raise TypeError(f"to() got an unexpected keyword argument '{sorted(unknown)[0]}'")
     for a in args:
         if isinstance(a, Tensor):
-            device = a.device
+            device, dtype = a.device, a.dtype
         elif isinstance(a, str):
             try:
-                dtypes.as_dtype(a)
+                dtype = dtypes.as_dtype(a)
             except TypeError:
                 device = a
-    return device
+        elif isinstance(a, bool):   # to(device, dtype, non_blocking) positionally
+            continue
+        else:
+            dtype = a
+    return device, (None if dtype is None else dtypes.as_dtype(dtype))
