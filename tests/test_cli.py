@@ -52,3 +52,17 @@ def test_bad_options_exit_with_a_message(device, capsys, args, message):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["train", *args, "--device", device])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".pt"])
+def test_mnist_save_writes_either_format(tmp_path, suffix):
+    """--save writes safetensors (with the accuracy in its metadata) or PyTorch's format, by suffix;
+    both load back into the model the run trained, giving the accuracy it reported."""
+    import webgrad as wg
+    path = tmp_path / f"model{suffix}"
+    acc, net = cli.train_mnist("mlp", "cpu", epochs=1, limit=256, test_limit=128, steps=4, seed=seed(), save=path)
+    state = wg.load(path)
+    assert sorted(state) == sorted(net.state_dict())
+    fresh = wg.nn.mnist_mlp(device="cpu")
+    fresh.load_state_dict(state)
+    assert cli.evaluate(fresh, wg.data.mnist("test", device="cpu", limit=128)) == acc

@@ -111,7 +111,9 @@ def train_mnist(model="mlp", device=None, epochs=3, batch_size=64, lr=2e-3, opti
             break
     acc = evaluate(net, test_set)
     if save:
-        save_tensors(net.state_dict(), save, metadata={"model": model, "test_accuracy": f"{acc:.4f}"})
+        # safetensors files carry a metadata header; PyTorch's format has none
+        metadata = {"model": model, "test_accuracy": f"{acc:.4f}"} if str(save).lower().endswith(".safetensors") else None
+        save_tensors(net.state_dict(), save, metadata=metadata)
     return acc, net
 
 
@@ -173,7 +175,8 @@ def main(argv=None):
     digits.add_argument("--test-limit", type=int, default=None, help="test on the first N test images")
     digits.add_argument("--schedule", choices=["linear", "constant"], default=None,
                         help="learning rate: linear decay to 0 (default) or constant")
-    digits.add_argument("--save", metavar="PATH", default=None, help="write the trained state_dict (safetensors)")
+    digits.add_argument("--save", metavar="PATH", default=None,
+                        help="write the trained state_dict: safetensors for a .safetensors path, else PyTorch's format")
     digits.add_argument("--root", metavar="DIR", default=None, help="directory of the MNIST IDX files")
     digits.add_argument("--download", action="store_true", default=None,
                         help="fetch the MNIST files (checksummed) into ~/.cache/webgrad/mnist if missing")
