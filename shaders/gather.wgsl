@@ -1,75 +1,81 @@
-// gather: out[pos] = x[pos with pos[dim] := index[pos]], out having the index's shape.
-// scatter_add: gather's adjoint, out (the input's shape) collects grad at the gathered positions;
-// each output sums over the index's dim itself, so no atomics are needed.
-// Params, gather: [0] numel, [1] ndim, [2] dim, [3] x's size at dim, [4] elements after dim
-// (product of the index shape past dim), [5 .. 5+nd) index shape, then x's layout and the index's
-// layout (offset, nd strides each). Negative indices count from the end; out-of-range ones read 0.
-// Params, scatter_add: [0] numel, [1] ndim, [2] dim, [3] index size at dim, [4] 1 to add to out's
-// values (a long index is summed in pieces), [5 .. 5+nd) out shape, [5+nd .. 5+2nd) index shape,
-// then the index's layout and grad's layout.
-@group(0) @binding(1) var<storage, read_write> out: array<{{type}}>;
-@group(0) @binding(2) var<storage, read> src: array<{{type}}>;
+// gather: out[pos] = src[pos with pos[dim] := index[pos]], out having the index's shape.
+// scatter_add: gather's adjoint, out (the gathered tensor's shape) collects src (the gradient) at
+// the gathered positions; each output sums over the index's dim itself, so no atomics are needed.
+// Parameters (kernels/gather.py's GATHER_PARAMS): out has `numel` elements of `shape` (`ndim`
+// dims); out's element at coordinates pos reads src and the index at `offsets` (src's, then the
+// index's) plus pos through `src_strides` and `index_strides`. `index_shape` is the index's shape
+// (gather's is out's; scatter_add's piece of it, the index along dim being summed in pieces).
+// Indices pick along `dim`, in [-`dim_size`, `dim_size`): negative ones count from the end, as on
+// cpu; gather reads 0 for one out of range. scatter_add adds to out's values where `accumulate`
+// is 1 (the pieces after the first).
+alias T = {{type}};
+
+@group(0) @binding(1) var<storage, read_write> out: array<T>;
+@group(0) @binding(2) var<storage, read> src: array<T>;
 @group(0) @binding(3) var<storage, read> index: array<i32>;
 
-@compute @workgroup_size(256)
-fn gather(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-          @builtin(local_invocation_index) li: u32) {
-    let i = flat_id(wg, nwg) * 256u + li;
-    if (i >= p[0]) { return; }
-    let nd = p[1];
-    let dim = p[2];
-    let x_layout = 5u + nd;
-    let i_layout = x_layout + 1u + nd;
-    let pos_dim = (i / p[4]) % p[5u + dim];
-    var picked = index[strided(i, nd, 5u, i_layout)];
-    if (picked < 0) { picked += i32(p[3]); }   // negative indices count from the end, as on cpu
-    if (picked < 0 || u32(picked) >= p[3]) {
-        out[i] = {{type}}(0);
-        return;
-    }
-    let stride = p[x_layout + 1u + dim];
-    out[i] = src[strided(i, nd, 5u, x_layout) - pos_dim * stride + u32(picked) * stride];
+// Out's element i: its coordinate along dim, where src and the index hold its coordinates but
+// that one, and whether those lie inside the index's shape.
+struct Place {
+    along: u32,
+    src_at: u32,
+    index_at: u32,
+    inside: bool,
 }
 
-@compute @workgroup_size(256)
-fn scatter_add(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-               @builtin(local_invocation_index) li: u32) {
-    let i = flat_id(wg, nwg) * 256u + li;
-    if (i >= p[0]) { return; }
-    let nd = p[1];
-    let dim = p[2];
-    let i_layout = 5u + 2u * nd;
-    let g_layout = i_layout + 1u + nd;
+fn place(i: u32) -> Place {
+    var at = Place(0u, params_offsets(0u), params_offsets(1u), true);
     var rest = i;
-    var i_at = p[i_layout];
-    var g_at = p[g_layout];
-    var j = 0u;
-    var inside = true;
-    for (var d = nd; d > 0u; d--) {
-        let size = p[5u + d - 1u];
+    for (var d = params.ndim; d > 0u; d--) {
+        let size = params_shape(d - 1u);
         let pos = rest % size;
         rest /= size;
-        if (d - 1u == dim) {
-            j = pos;
+        if (d - 1u == params.dim) {
+            at.along = pos;
         } else {
-            inside = inside && pos < p[5u + nd + d - 1u];
-            i_at += pos * p[i_layout + d];
-            g_at += pos * p[g_layout + d];
+            at.inside = at.inside && pos < params_index_shape(d - 1u);
+            at.src_at += pos * params_src_strides(d - 1u);
+            at.index_at += pos * params_index_strides(d - 1u);
         }
     }
-    var acc = {{type}}(0);
-    if (inside) {
-        let i_step = p[i_layout + 1u + dim];
-        let g_step = p[g_layout + 1u + dim];
-        let size = i32(p[5u + dim]);
-        for (var k = 0u; k < p[3]; k++) {
-            let picked = index[i_at + k * i_step];
-            if (select(picked, picked + size, picked < 0) == i32(j)) {
-                acc += src[g_at + k * g_step];
+    return at;
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn gather(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) li: u32) {
+    let i = element_id(wg, nwg, li);
+    if (i >= params.numel) { return; }
+    let at = place(i);
+    var picked = index[at.index_at + at.along * params_index_strides(params.dim)];
+    if (picked < 0) { picked += i32(params.dim_size); }
+    if (picked < 0 || u32(picked) >= params.dim_size) {
+        out[i] = T(0);
+        return;
+    }
+    out[i] = src[at.src_at + u32(picked) * params_src_strides(params.dim)];
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn scatter_add(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) li: u32) {
+    let i = element_id(wg, nwg, li);
+    if (i >= params.numel) { return; }
+    let at = place(i);
+    var acc = T(0);
+    if (at.inside) {
+        let span = params_index_shape(params.dim);
+        let index_step = params_index_strides(params.dim);
+        let src_step = params_src_strides(params.dim);
+        let size = i32(params.dim_size);
+        for (var k = 0u; k < span; k++) {
+            let picked = index[at.index_at + k * index_step];
+            if (select(picked, picked + size, picked < 0) == i32(at.along)) {
+                acc += src[at.src_at + k * src_step];
             }
         }
     }
-    if (p[4] == 1u) {
+    if (params.accumulate == 1u) {
         acc += out[i];
     }
     out[i] = acc;

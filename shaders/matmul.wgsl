@@ -10,14 +10,11 @@
 // so are the loads: an operand that is contiguous along K (A) or N (B) with every offset and stride
 // a multiple of 4 is bound as vec4s and read 16 bytes at a time ("wide"); others a float at a time.
 // Besides strided views, A may have a K made of two dims and B may be a convolution's windows
-// (implicit im2col, padding read as zeros): see backend.MatmulOperand.
+// (implicit im2col, padding read as zeros): see kernels/matmul.py's MatmulOperand.
 // Split K: with S splits, workgroup z = split * batches + batch sums the split's K range into
 // out[split] of an (S, batches, M, N) result, which the backend sums over S (bias in split 0 only).
 // A small output has too few tiles to fill a GPU, and a software adapter's loops must stay short.
-// Grid: (ceil(N/BN), ceil(M/BM), batches * S).
-// Params: [0] M, [1] N, [2] K, [3] batch ndim B, [4] K per split (a multiple of BK), [5] bias offset,
-// [6] bias stride, A's words from A_WORDS (offset first), B's from B_WORDS (offset first), then
-// from BATCH_WORDS the batch shape (B), A's batch strides (B) and B's batch strides (B).
+// Grid: (ceil(N/BN), ceil(M/BM), batches * S). Parameters: kernels/matmul.py's matmul_params.
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<storage, read> a: array<{{a_type}}>;
 @group(0) @binding(3) var<storage, read> b: array<{{b_type}}>;
@@ -31,9 +28,6 @@ const BK: u32 = {{bk}}u;
 const BM: u32 = WY * TM;
 const BN: u32 = WX * TN;
 const THREADS: u32 = WX * WY;
-const A_WORDS: u32 = {{a_words}}u;
-const B_WORDS: u32 = {{b_words}}u;
-const BATCH_WORDS: u32 = {{batch_words}}u;
 
 // Staged slices, [k][m] and [k][n] in runs of 4; each k's row is padded by one vec4 so that
 // threads storing along K hit different banks. Two of each: step t fills one half while slower
@@ -47,22 +41,21 @@ var<workgroup> tile_b: array<vec4<f32>, 2u * BK * ROW_B>;
 
 @compute @workgroup_size(WX, WY)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let m = p[0];
-    let n = p[1];
-    let nb = p[3];
-    var a_at = p[A_WORDS];
-    var b_at = p[B_WORDS];
+    let m = params.m;
+    let n = params.n;
+    var a_at = params.a_offset;
+    var b_at = params.b_offset;
     var rest = wg.z;
-    for (var d = nb; d > 0u; d--) {
-        let size = p[BATCH_WORDS + d - 1u];
+    for (var d = params.batch_ndim; d > 0u; d--) {
+        let size = params_batch_shape(d - 1u);
         let idx = rest % size;
-        a_at += idx * p[BATCH_WORDS + nb + d - 1u];
-        b_at += idx * p[BATCH_WORDS + 2u * nb + d - 1u];
+        a_at += idx * params_a_batch_strides(d - 1u);
+        b_at += idx * params_b_batch_strides(d - 1u);
         rest /= size;
     }
     let split = rest;   // what is left of z past the batch indices
-    let k0 = split * p[4];
-    let k = min(p[2], k0 + p[4]);   // the loaders read zeros past the split's end
+    let k0 = split * params.split_k;
+    let k = min(params.k, k0 + params.split_k);   // the loaders read zeros past the split's end
     let row0 = wg.y * BM;
     let col0 = wg.x * BN;
     let tid = lid.y * WX + lid.x;

@@ -1,65 +1,118 @@
-// Fused optimizer updates: one dispatch per parameter tensor reads the gradient and updates the
-// parameter and its state in place, with PyTorch's formulas. Params: [0] numel, [1] param
-// offset, [2] grad offset, then f32 hyperparameters as listed per entry point.
-@group(0) @binding(1) var<storage, read_write> param: array<f32>;
-@group(0) @binding(2) var<storage, read> grad: array<f32>;
-@group(0) @binding(3) var<storage, read_write> state1: array<f32>;
-@group(0) @binding(4) var<storage, read_write> state2: array<f32>;
+// Fused optimizer updates: one dispatch per parameter tensor, one thread per element, reading the
+// gradient and updating the parameter and its state in place with torch.optim's formulas (those of
+// its single-tensor updates, in their order of operations).
+//
+// Each kind of update is one function below, of one element. Its parameters are named after what
+// kernels/optim.py passes them by name: `param` (a pointer, updated in place), `grad`, the state
+// buffers (pointers) and the hyperparameters, all as the kind's FusedUpdate declares them
+// (webgrad/optim/fused.py; flags arrive as bool). A state buffer that the optimizer's settings
+// leave out is a zero that is not kept. Generated per kind and set of state buffers ({{...}}
+// below): the bindings, and the entry point's loads, its call of the function and its stores.
+// Parameters: kernels/optim.py's optim_params.
 
-fn element(wg: vec3<u32>, nwg: vec3<u32>, li: u32) -> u32 {
-    return flat_id(wg, nwg) * 256u + li;
-}
+{{bindings}}
 
-// Plain SGD. [3] lr, [4] weight decay.
-@compute @workgroup_size(256)
-fn sgd(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-       @builtin(local_invocation_index) li: u32) {
-    let i = element(wg, nwg, li);
-    if (i >= p[0]) { return; }
-    let at = p[1] + i;
-    param[at] -= pf(3u) * (grad[p[2] + i] + pf(4u) * param[at]);
-}
-
-// SGD with momentum. [3] lr, [4] weight decay, [5] momentum, [6] dampening, [7] nesterov (u32),
-// [8] first step (u32: the momentum buffer starts as the gradient). state1: momentum buffer.
-@compute @workgroup_size(256)
-fn sgd_momentum(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                @builtin(local_invocation_index) li: u32) {
-    let i = element(wg, nwg, li);
-    if (i >= p[0]) { return; }
-    let at = p[1] + i;
-    let g = grad[p[2] + i] + pf(4u) * param[at];
-    let momentum = pf(5u);
-    var buf = g;
-    if (p[8] == 0u) {
-        buf = momentum * state1[i] + (1.0 - pf(6u)) * g;
+// torch's lerp: start + weight * (end - start), computed from the nearer end
+fn lerp(start: f32, end: f32, weight: f32) -> f32 {
+    if (abs(weight) < 0.5) {
+        return start + weight * (end - start);
     }
-    state1[i] = buf;
-    param[at] -= pf(3u) * select(buf, g + momentum * buf, p[7] == 1u);
+    return end - (end - start) * (1.0 - weight);
 }
 
-// Adam / AdamW. [3] lr, [4] beta1, [5] beta2, [6] eps, [7] weight decay, [8] 1 - beta1^t,
-// [9] 1 - beta2^t, [10] decoupled weight decay (u32: AdamW). state1: exp_avg, state2: exp_avg_sq.
-@compute @workgroup_size(256)
-fn adam(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) li: u32) {
-    let i = element(wg, nwg, li);
-    if (i >= p[0]) { return; }
-    let at = p[1] + i;
-    let lr = pf(3u);
-    let beta1 = pf(4u);
-    let beta2 = pf(5u);
-    var w = param[at];
-    var g = grad[p[2] + i];
-    if (p[10] == 1u) {
-        w *= 1.0 - lr * pf(7u);
+// torch.optim.SGD. first_step: the momentum buffer is new and starts as the gradient.
+fn sgd(param: ptr<function, f32>, grad: f32, momentum_buffer: ptr<function, f32>, lr: f32, weight_decay: f32,
+       momentum: f32, dampening: f32, nesterov: bool, maximize: bool, first_step: bool) {
+    var g = select(grad, -grad, maximize);
+    if (weight_decay != 0.0) {
+        g += weight_decay * *param;
+    }
+    if (momentum != 0.0) {
+        var buf = g;
+        if (!first_step) {
+            buf = *momentum_buffer * momentum + (1.0 - dampening) * g;
+        }
+        *momentum_buffer = buf;
+        g = select(buf, g + momentum * buf, nesterov);
+    }
+    *param -= lr * g;
+}
+
+// torch.optim.Adam and AdamW (decoupled_weight_decay). step_size = lr / (1 - beta1^t) and
+// bias_correction2_sqrt = sqrt(1 - beta2^t) come worked out in double precision.
+fn adam(param: ptr<function, f32>, grad: f32, exp_avg: ptr<function, f32>, exp_avg_sq: ptr<function, f32>,
+        max_exp_avg_sq: ptr<function, f32>, lr: f32, beta1: f32, beta2: f32, eps: f32, weight_decay: f32,
+        step_size: f32, bias_correction2_sqrt: f32, amsgrad: bool, maximize: bool, decoupled_weight_decay: bool) {
+    var g = select(grad, -grad, maximize);
+    if (weight_decay != 0.0) {
+        if (decoupled_weight_decay) {
+            *param *= 1.0 - lr * weight_decay;
+        } else {
+            g += weight_decay * *param;
+        }
+    }
+    *exp_avg = lerp(*exp_avg, g, 1.0 - beta1);
+    *exp_avg_sq = *exp_avg_sq * beta2 + (1.0 - beta2) * g * g;
+    var v = *exp_avg_sq;
+    if (amsgrad) {
+        *max_exp_avg_sq = max(*max_exp_avg_sq, v);
+        v = *max_exp_avg_sq;
+    }
+    *param -= step_size * *exp_avg / (sqrt(v) / bias_correction2_sqrt + eps);
+}
+
+// torch.optim.RMSprop: centered subtracts the squared mean gradient (grad_avg) from square_avg.
+fn rmsprop(param: ptr<function, f32>, grad: f32, square_avg: ptr<function, f32>, momentum_buffer: ptr<function, f32>,
+           grad_avg: ptr<function, f32>, lr: f32, alpha: f32, eps: f32, weight_decay: f32, momentum: f32,
+           centered: bool, maximize: bool) {
+    var g = select(grad, -grad, maximize);
+    if (weight_decay != 0.0) {
+        g += weight_decay * *param;
+    }
+    *square_avg = *square_avg * alpha + (1.0 - alpha) * g * g;
+    var avg: f32;
+    if (centered) {
+        *grad_avg = lerp(*grad_avg, g, 1.0 - alpha);
+        avg = sqrt(*square_avg - *grad_avg * *grad_avg) + eps;
     } else {
-        g += pf(7u) * w;
+        avg = sqrt(*square_avg) + eps;
     }
-    let m = beta1 * state1[i] + (1.0 - beta1) * g;
-    let v = beta2 * state2[i] + (1.0 - beta2) * g * g;
-    state1[i] = m;
-    state2[i] = v;
-    let denom = sqrt(v) / sqrt(pf(9u)) + pf(6u);
-    param[at] = w - (lr / pf(8u)) * m / denom;
+    if (momentum > 0.0) {
+        *momentum_buffer = *momentum_buffer * momentum + g / avg;
+        *param -= lr * *momentum_buffer;
+    } else {
+        *param -= lr * g / avg;
+    }
+}
+
+// torch.optim.Adagrad. clr = lr / (1 + (t - 1) * lr_decay) comes worked out in double precision.
+fn adagrad(param: ptr<function, f32>, grad: f32, sum: ptr<function, f32>, clr: f32, weight_decay: f32, eps: f32,
+           maximize: bool) {
+    var g = select(grad, -grad, maximize);
+    if (weight_decay != 0.0) {
+        g += weight_decay * *param;
+    }
+    *sum += g * g;
+    *param -= clr * g / (sqrt(*sum) + eps);
+}
+
+// torch.optim.Adadelta.
+fn adadelta(param: ptr<function, f32>, grad: f32, square_avg: ptr<function, f32>, acc_delta: ptr<function, f32>,
+            lr: f32, rho: f32, eps: f32, weight_decay: f32, maximize: bool) {
+    var g = select(grad, -grad, maximize);
+    if (weight_decay != 0.0) {
+        g += weight_decay * *param;
+    }
+    *square_avg = *square_avg * rho + (1.0 - rho) * g * g;
+    let delta = sqrt(*acc_delta + eps) / sqrt(*square_avg + eps) * g;
+    *acc_delta = *acc_delta * rho + (1.0 - rho) * delta * delta;
+    *param -= lr * delta;
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
+    let i = element_id(wg, nwg, li);
+    if (i >= params.numel) { return; }
+{{body}}
 }

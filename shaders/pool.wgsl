@@ -10,9 +10,9 @@
 // only the windows with a tap on the pixel, in ascending (oy, ox) order (PyTorch's order of
 // summation, so ties give the same gradient bit for bit), and needs no atomics.
 // The geometry is made constants of the kernel (integer division by a constant is cheap): C, H, W,
-// Ho, Wo, the kernel, stride, padding and dilation. Params: [0] numel (outputs forward, inputs
-// backward), then the layout of src (x forward, grad backward): [1] offset, [2 .. 6) strides.
-// `picked` is contiguous (N, C, Ho, Wo).
+// Ho, Wo, the kernel, stride, padding and dilation. Parameters (kernels/pool.py's POOL_PARAMS):
+// `numel` threads (outputs forward, inputs backward); src (x forward, grad backward) is read at
+// `src_offset` through its 4 `src_strides`. `picked` is contiguous (N, C, Ho, Wo).
 alias T = {{type}};
 const C: u32 = {{c}}u;
 const H: u32 = {{h}}u;
@@ -37,16 +37,21 @@ fn is_nan(v: T) -> bool {
     return {{is_nan}};
 }
 
-@compute @workgroup_size(256)
+// Where src's plane (n, c) starts.
+fn src_plane(n: u32, c: u32) -> u32 {
+    return params_src_offset(0u) + n * params_src_strides(0u) + c * params_src_strides(1u);
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn max_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) li: u32) {
-    let i = flat_id(wg, nwg) * 256u + li;
-    if (i >= p[0]) { return; }
+    let i = element_id(wg, nwg, li);
+    if (i >= params.numel) { return; }
     let ox = i % WO;
     let oy = (i / WO) % HO;
     let c = (i / (HO * WO)) % C;
     let n = i / (HO * WO * C);
-    let base = p[1] + n * p[2] + c * p[3];
+    let base = src_plane(n, c);
     var best = {{lowest}};
     var at = -1;   // nothing picked yet
     for (var ky = 0u; ky < KH; ky++) {
@@ -55,7 +60,7 @@ fn max_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
         for (var kx = 0u; kx < KW; kx++) {
             let x = i32(ox * SX + kx * DX) - i32(PX);
             if (x < 0 || x >= i32(W)) { continue; }
-            let v = src[base + u32(y) * p[4] + u32(x) * p[5]];
+            let v = src[base + u32(y) * params_src_strides(2u) + u32(x) * params_src_strides(3u)];
             if (at < 0 || is_nan(v) || (!is_nan(best) && v > best)) {
                 best = v;
                 at = y * i32(W) + x;
@@ -66,17 +71,17 @@ fn max_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
     picked[i] = at;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn max_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) li: u32) {
-    let i = flat_id(wg, nwg) * 256u + li;
-    if (i >= p[0]) { return; }
+    let i = element_id(wg, nwg, li);
+    if (i >= params.numel) { return; }
     let x = i % W;
     let y = (i / W) % H;
     let c = (i / (H * W)) % C;
     let n = i / (H * W * C);
     let plane = (n * C + c) * HO * WO;
-    let base = p[1] + n * p[2] + c * p[3];
+    let base = src_plane(n, c);
     let me = i32(y * W + x);
     let py = y + PY;   // = oy * stride + ky * dilation for the windows whose tap ky is on row y
     let px = x + PX;
@@ -90,7 +95,7 @@ fn max_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) n
             if (dx > px || (px - dx) % SX != 0u || (px - dx) / SX >= WO) { continue; }
             let ox = (px - dx) / SX;
             if (picked[plane + oy * WO + ox] == me) {
-                acc += src[base + oy * p[4] + ox * p[5]];
+                acc += src[base + oy * params_src_strides(2u) + ox * params_src_strides(3u)];
             }
         }
     }

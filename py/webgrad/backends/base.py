@@ -104,13 +104,29 @@ def _numpy_arg(name):
     return run
 
 
+def wgsl_is_nan(x):
+    """WGSL: whether x (of type T) is a NaN, by its bits: compilers may assume x == x, and WGSL's
+    max/min/clamp leave NaN operands to the driver. Always false when T is an integer type."""
+    return f"(T(0.5) != T(0) && (bitcast<u32>({x}) & 0x7fffffffu) > 0x7f800000u)"
+
+
+def _extreme(better):
+    """A max/min combine step that keeps a NaN once seen, as PyTorch's max/min do."""
+    return f"if ({wgsl_is_nan('v')} || (!{wgsl_is_nan('acc')} && v {better} acc)) {{ acc = v; }}"
+
+
+def _arg_extreme(better):
+    """argmax/argmin's step: NaN beats every number, and between equals (NaNs too) the first index wins."""
+    v_nan, acc_nan = wgsl_is_nan("v"), wgsl_is_nan("acc")
+    return (f"if (({v_nan} && (!{acc_nan} || j < at)) || (!{v_nan} && !{acc_nan} && "
+            f"(v {better} acc || (v == acc && j < at)))) {{ acc = v; at = j; }}")
+
+
 SUM = Reduction("sum", "T(0)", "acc = acc + v;", lambda np, a, axes: a.sum(axis=axes))
-MAX = Reduction("max", "lowest_T()", "acc = max(acc, v);", lambda np, a, axes: a.max(axis=axes))
-MIN = Reduction("min", "highest_T()", "acc = min(acc, v);", lambda np, a, axes: a.min(axis=axes))
-ARGMAX = Reduction("argmax", "lowest_T()", "if (v > acc || (v == acc && j < at)) { acc = v; at = j; }",
-                   _numpy_arg("argmax"), arg=True)
-ARGMIN = Reduction("argmin", "highest_T()", "if (v < acc || (v == acc && j < at)) { acc = v; at = j; }",
-                   _numpy_arg("argmin"), arg=True)
+MAX = Reduction("max", "lowest_T()", _extreme(">"), lambda np, a, axes: a.max(axis=axes))
+MIN = Reduction("min", "highest_T()", _extreme("<"), lambda np, a, axes: a.min(axis=axes))
+ARGMAX = Reduction("argmax", "lowest_T()", _arg_extreme(">"), _numpy_arg("argmax"), arg=True)
+ARGMIN = Reduction("argmin", "highest_T()", _arg_extreme("<"), _numpy_arg("argmin"), arg=True)
 
 # The elementwise kernels backends compose multi-pass work from (ops use them too).
 COPY = Elementwise("identity", "a", lambda np, a: a.copy())
@@ -160,5 +176,38 @@ class Backend:
     def random(self, numel, normal, draw, dtype): raise NotImplementedError
     def permutation(self, n, half, draw): raise NotImplementedError
 
-    # ---- optim: update param and its state views in place (see webgrad.optim) ----
-    def optimizer_step(self, kind, param, grad, states, hyper): raise NotImplementedError
+    # ---- optim: one fused update of a parameter, in place ----
+    def optimizer_step(self, update, param, grad, states, hyper):
+        """Update param and its state views in place with update (webgrad.optim.fused.FusedUpdate:
+        its kind, hyperparameters and state buffers by name) from grad (contiguous, like param);
+        states: {name: View} of the update's states that this optimizer keeps. hyper() gives the
+        step's hyperparameters as update's record; it runs once per step, and again at each jit
+        replay, so learning-rate changes and step counts reach replayed steps."""
+        raise NotImplementedError
+
+    # ---- scan: running sums of x along dim (from its end when reverse), contiguous in x's shape ----
+    def cumsum(self, x, dim, reverse=False): raise NotImplementedError
+
+    # ---- sort: int32 indices sorting x along dim, stably (NaN above every number) ----
+    def argsort(self, x, dim, descending=False): raise NotImplementedError
+
+    # ---- norm: (y, stats) of an (R, C) view normalised along rows (layer norm when centered, else
+    # RMS), times weight plus bias ((C,) or None); stats (R, 2): each row's mean (0 for RMS) and rstd.
+    # Backward: (dx, (2, C) d weight and d bias where param_grads, else None) ----
+    def norm(self, x, weight, bias, eps, centered): raise NotImplementedError
+    def norm_backward(self, grad, x, stats, weight, centered, param_grads): raise NotImplementedError
+
+    # ---- embedding: rows of an (R, C) weight picked by a 1-D int32 index, (N, C); backward sums each
+    # row's picks into an (R, C) gradient (none for padding_idx; divided by the row's count where
+    # scale_by_freq) ----
+    def embedding(self, weight, index): raise NotImplementedError
+    def embedding_backward(self, grad, index, rows, padding_idx, scale_by_freq): raise NotImplementedError
+
+    # ---- attention: softmax(q k^T * scale + mask) v over (*B, L, E) q, (*B, S, E) k and (*B, S, Ev) v
+    # of one batch shape; mask None, or a bool (True attends) or float (added) view of (*B, L, S);
+    # causal: key s only for queries l >= s. Returns one storage: out (*B, L, Ev), then each query's
+    # log-sum-exp (*B, L). Backward, from out's gradient and that storage: (dq storage, a storage of
+    # dk (*B, S, E) then dv (*B, S, Ev)); storages may run on past what they hold ----
+    attention_max_head = None   # the largest E and Ev attention() takes (None: any)
+    def attention(self, q, k, v, mask, causal, scale): raise NotImplementedError
+    def attention_backward(self, grad, q, k, v, saved, mask, causal, scale): raise NotImplementedError

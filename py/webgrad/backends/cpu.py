@@ -159,33 +159,95 @@ class CPUBackend(Backend):
     def permutation(self, n, half, draw):
         return permutation_of(n, half, *draw())
 
-    def optimizer_step(self, kind, param, grad, states, hyper):
-        """The NumPy twin of shaders/optim.wgsl: the same formulas in the same order, updating param
-        and states in place through their views; float hyperparameters are rounded to f32 as there."""
-        w, g = self.view(param), self.view(grad)
-        state = [self.view(s) for s in states]
-        h = [np.float32(v) if isinstance(v, float) else v for v in hyper()]
-        if kind == "sgd":
-            lr, weight_decay = h
-            w -= lr * (g + weight_decay * w)
-        elif kind == "sgd_momentum":
-            lr, weight_decay, momentum, dampening, nesterov, first_step = h
-            g = g + weight_decay * w
-            buf = g if first_step else momentum * state[0] + (1 - dampening) * g
-            state[0][...] = buf
-            w -= lr * (g + momentum * buf if nesterov else buf)
-        elif kind == "adam":
-            lr, beta1, beta2, eps, weight_decay, correction1, correction2, decoupled = h
-            if decoupled:
-                w *= 1 - lr * weight_decay
-            else:
-                g = g + weight_decay * w
-            m = beta1 * state[0] + (1 - beta1) * g
-            v = beta2 * state[1] + (1 - beta2) * g * g
-            state[0][...], state[1][...] = m, v
-            w -= (lr / correction1) * m / (np.sqrt(v) / np.sqrt(correction2) + eps)
+    def optimizer_step(self, update, param, grad, states, hyper):
+        """update.numpy, the NumPy twin of its WGSL function, on the views' arrays (param and states
+        change in place); float hyperparameters are rounded to the parameter's dtype, as the
+        kernel's are to f32."""
+        w = self.view(param)
+        h = hyper()
+        h = h._replace(**{name: w.dtype.type(getattr(h, name)) for name, kind in update.hyper.items() if kind == "f32"})
+        with np.errstate(all="ignore"):
+            update.numpy(np, w, self.view(grad), {name: self.view(s) for name, s in states.items()}, h)
+
+    def cumsum(self, x, dim, reverse=False):
+        a = self.view(x)
+        if reverse:
+            return np.flip(np.cumsum(np.flip(a, dim), dim, dtype=a.dtype), dim).reshape(-1).copy()
+        return np.cumsum(a, dim, dtype=a.dtype).reshape(-1)
+
+    def argsort(self, x, dim, descending=False):
+        """Stable; NaN above every number (first when descending), as shaders/sort.wgsl sorts."""
+        a = np.moveaxis(self.view(x), dim, -1)
+        if descending:   # NaNs first, then the keys from the top; ~a reverses ints without overflow
+            flipped = -a if a.dtype.kind == "f" else ~a
+            order = np.lexsort((flipped, ~np.isnan(a) if a.dtype.kind == "f" else np.ones(a.shape, bool)))
         else:
-            raise ValueError(f"unknown optimizer kind {kind!r}")
+            order = np.argsort(a, axis=-1, kind="stable")
+        return np.ascontiguousarray(np.moveaxis(order.astype(np.int32), -1, dim)).reshape(-1)
+
+    def norm(self, x, weight, bias, eps, centered):
+        """shaders/norm.wgsl's forward: two passes over each row (its mean, then its variance)."""
+        a = self.view(x)
+        mean = a.mean(1, keepdims=True) if centered else np.zeros((len(a), 1), a.dtype)
+        rstd = 1 / np.sqrt(((a - mean) ** 2).mean(1, keepdims=True) + eps)
+        y = (a - mean) * rstd * (1 if weight is None else self.view(weight)) + (0 if bias is None else self.view(bias))
+        return y.astype(a.dtype).reshape(-1), np.concatenate([mean, rstd], 1).reshape(-1)
+
+    def norm_backward(self, grad, x, stats, weight, centered, param_grads):
+        dy, s = self.view(grad), self.view(stats)
+        xhat = (self.view(x) - s[:, :1]) * s[:, 1:]
+        g = dy if weight is None else dy * self.view(weight)
+        shift = g.mean(1, keepdims=True) if centered else 0
+        dx = s[:, 1:] * (g - shift - xhat * (g * xhat).mean(1, keepdims=True))
+        return dx.reshape(-1), np.stack([(dy * xhat).sum(0), dy.sum(0)]).reshape(-1) if param_grads else None
+
+    def embedding(self, weight, index):
+        w, idx = self.view(weight), self.view(index)
+        if idx.size and (idx.min() < 0 or idx.max() >= len(w)):
+            raise IndexError(f"embedding: index out of range in self (indices must lie in [0, {len(w)}))")
+        return w[idx].reshape(-1)
+
+    def embedding_backward(self, grad, index, rows, padding_idx, scale_by_freq):
+        g, idx = self.view(grad), self.view(index)
+        out = np.zeros((rows, g.shape[1]), g.dtype)
+        np.add.at(out, idx, g)
+        if scale_by_freq:
+            out /= np.maximum(np.bincount(idx, minlength=rows), 1)[:, None]
+        if padding_idx is not None:
+            out[padding_idx] = 0
+        return out.reshape(-1)
+
+    def attention(self, q, k, v, mask, causal, scale):
+        """shaders/attention.wgsl's forward in full: out, then lse (-inf where every key is masked)."""
+        s = self._scores(q, k, mask, causal, scale)
+        top = s.max(-1, keepdims=True, initial=-np.inf)
+        e = np.exp(s - np.where(np.isfinite(top), top, 0))
+        total = e.sum(-1, keepdims=True)
+        with np.errstate(all="ignore"):
+            out = np.where(total > 0, e / total, 0) @ self.view(v)
+            lse = np.where(total > 0, top + np.log(total), -np.inf)
+        return np.concatenate([out.reshape(-1), lse.reshape(-1)]).astype(out.dtype)
+
+    def attention_backward(self, grad, q, k, v, saved, mask, causal, scale):
+        a, b, c, dout = self.view(q), self.view(k), self.view(v), self.view(grad)
+        numel = math.prod(dout.shape)
+        out, lse = saved[:numel].reshape(dout.shape), saved[numel:numel + numel // dout.shape[-1]]
+        s = self._scores(q, k, mask, causal, scale)
+        with np.errstate(all="ignore"):
+            p = np.where(np.isneginf(s), 0, np.exp(s - lse.reshape(s.shape[:-1] + (1,))))
+        ds = p * (dout @ np.swapaxes(c, -1, -2) - (dout * out).sum(-1, keepdims=True))
+        dk, dv = (np.swapaxes(ds, -1, -2) @ a) * scale, np.swapaxes(p, -1, -2) @ dout
+        return (ds @ b * scale).reshape(-1), np.concatenate([dk.reshape(-1), dv.reshape(-1)])
+
+    def _scores(self, q, k, mask, causal, scale):
+        """scale * q k^T, -inf where masked (a False of a bool mask, a later key when causal), plus a float mask."""
+        s = self.view(q) @ np.swapaxes(self.view(k), -1, -2) * scale
+        if mask is not None:
+            m = self.view(mask)
+            s = np.where(m, s, -np.inf) if m.dtype == np.bool_ else s + m
+        if causal:
+            s = np.where(np.tri(*s.shape[-2:], dtype=bool), s, -np.inf)
+        return s
 
     def sync(self):
         pass

@@ -1,9 +1,11 @@
 """The convolution kernels: conv2d and its gradients as products whose B operand reads an image's
 windows in place (the matmul family's forms), and fold (shaders/fold.wgsl)."""
+import functools
 import math
 
 from .common import check_gpu_dtype, fill, groups
 from .matmul import MatmulOperand, _window_operand, _words_of_4
+from .params import ParamBlock, u32
 
 
 class ConvKernels:
@@ -16,7 +18,7 @@ class ConvKernels:
         ho, wo = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
         k = c * kh * kw
         rows = MatmulOperand(weight.storage, "strided", True, k % 4 == 0 and _words_of_4(weight.offset),
-                             [weight.offset, k, 1], [0])
+                             {"offset": weight.offset, "row_stride": k, "col_stride": 1}, [0])
         windows = _window_operand(x, padding, ((c, kh, kw), (x.strides[1], dh, dw)), ((1, ho, wo), (0, sh, sw)),
                                   [x.strides[0]], along_k=False)
         return self._product(rows, windows, co, ho * wo, k, (n,), bias, -2, x.dtype)
@@ -27,7 +29,8 @@ class ConvKernels:
         n, c, h, w = in_shape
         co, _, kh, kw = weight.shape
         weight_t = MatmulOperand(weight.storage, ("split_k", kh * kw), True, False,
-                                 [weight.offset, kh * kw, c * kh * kw, 1], [0])
+                                 {"offset": weight.offset, "row_stride": kh * kw, "k1_stride": c * kh * kw, "k2_stride": 1},
+                                 [0])
         windows = _window_operand(grad, (-padding[0], -padding[1]),
                                   ((co, kh, kw), (grad.strides[1], -dilation[0], -dilation[1])),
                                   ((1, h, w), (0, 1, 1)), [grad.strides[0]], along_k=False)
@@ -39,7 +42,8 @@ class ConvKernels:
         n, co, ho, wo = grad.shape
         c = x.shape[1]
         grad_rows = MatmulOperand(grad.storage, ("split_k", ho * wo), True, False,
-                                  [grad.offset, ho * wo, co * ho * wo, 1], [])
+                                  {"offset": grad.offset, "row_stride": ho * wo, "k1_stride": co * ho * wo,
+                                   "k2_stride": 1}, [])
         windows = _window_operand(x, padding, ((n, ho, wo), (x.strides[0], stride[0], stride[1])),
                                   ((c, *kernel), (x.strides[1], dilation[0], dilation[1])), [], along_k=True)
         return self._product(grad_rows, windows, co, c * kernel[0] * kernel[1], n * ho * wo, (), None, -1, grad.dtype)
@@ -49,12 +53,31 @@ class ConvKernels:
         """Sum the sliding-window view g (N, C, kh, kw, Ho, Wo) of an (N, C, H, W) input, padded by
         `padding` on each side, back into that input's shape."""
         check_gpu_dtype(g.dtype, "fold of")
-        numel = math.prod(shape)
+        numel, workgroups, pack = _fold_layout(shape, kernel, stride, dilation, padding, g.shape, g.strides)
         storage = self._empty(shape, g.dtype)
         if numel:
-            pipeline = self.runtime.pipeline(("fold",), lambda: fill("fold", None))
-            words = [numel, shape[2], shape[3], *kernel, *g.shape[4:], *stride, *dilation, shape[1],
-                     g.offset, *g.strides, *padding]
-            self.runtime.dispatch(pipeline, [storage, g.storage], words, groups(numel))
+            pipeline = self.runtime.pipeline(("fold",), _fold_source)
+            self.runtime.dispatch(pipeline, [storage, g.storage], pack([g.offset]), workgroups)
         return storage
 
+
+# fold's parameters (their meanings: shaders/fold.wgsl). g's offset changes from call to call, so it
+# comes last (ParamBlock.packer).
+FOLD_PARAMS = ParamBlock(u32("numel"), u32("channels"), u32("height"), u32("width"), u32("kernel", 2),
+                         u32("windows", 2), u32("stride", 2), u32("dilation", 2), u32("padding", 2),
+                         u32("g_strides", 6), u32("g_offset", 1))
+# Fold layouts kept worked out (_fold_layout); past this many the oldest go.
+FOLD_LAYOUTS_KEPT = 256
+
+
+@functools.lru_cache(maxsize=FOLD_LAYOUTS_KEPT)
+def _fold_layout(shape, kernel, stride, dilation, padding, g_shape, g_strides):
+    """One layout's outputs and workgroups, and FOLD_PARAMS as a function of [g's offset]."""
+    numel = math.prod(shape)
+    return numel, groups(numel), FOLD_PARAMS.packer(
+        numel=numel, channels=shape[1], height=shape[2], width=shape[3], kernel=kernel, windows=g_shape[4:],
+        stride=stride, dilation=dilation, padding=padding, g_strides=g_strides)
+
+
+def _fold_source():
+    return fill("fold", FOLD_PARAMS)

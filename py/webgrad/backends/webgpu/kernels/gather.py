@@ -1,19 +1,38 @@
 """The gather family (shaders/gather.wgsl): gather along a dim by an index, and its adjoint
 scatter_add."""
+import functools
 import math
 
 from .... import dtypes
 from .common import check_gpu_dtype, fill, groups
+from .params import ParamBlock, u32
 
 # Index positions one scatter_add dispatch sums per output (each thread loops over them).
 SCATTER_SPAN = 4096
+# Operand layouts kept worked out (_layout); past this many the oldest go.
+GATHER_LAYOUTS_KEPT = 256
+
+# Both kernels' parameters (their meanings: shaders/gather.wgsl). The offsets change from call to
+# call, so they come last (ParamBlock.packer).
+GATHER_PARAMS = ParamBlock(u32("numel"), u32("ndim"), u32("dim"), u32("dim_size"), u32("accumulate"),
+                           u32("shape", "ndim"), u32("index_shape", "ndim"), u32("src_strides", "ndim"),
+                           u32("index_strides", "ndim"), u32("offsets", 2))
+
+
+@functools.lru_cache(maxsize=GATHER_LAYOUTS_KEPT)
+def _layout(shape, dim, dim_size, accumulate, index_shape, src_strides, index_strides):
+    """One layout of the operands: out's element count, and GATHER_PARAMS as a function of the
+    operands' offsets [src's, index's]."""
+    numel = math.prod(shape)
+    return numel, GATHER_PARAMS.packer(numel=numel, ndim=len(shape), dim=dim, dim_size=dim_size,
+                                       accumulate=accumulate, shape=shape, index_shape=index_shape,
+                                       src_strides=src_strides, index_strides=index_strides)
 
 
 class GatherKernels:
     def gather(self, x, dim, index):
-        return self._gather_kernel("gather", x.dtype, index.shape, [x, index], [
-            x.shape[dim], math.prod(index.shape[dim + 1:]), *index.shape,
-            x.offset, *x.strides, index.offset, *index.strides], dim)
+        numel, pack = _layout(index.shape, dim, x.shape[dim], 0, index.shape, x.strides, index.strides)
+        return self._gather_kernel("gather", x.dtype, index.shape, numel, [x, index], pack([x.offset, index.offset]))
 
     def scatter_add(self, grad, dim, index, shape):
         """Each output sums over the index's positions along dim, in pieces of SCATTER_SPAN
@@ -22,22 +41,20 @@ class GatherKernels:
         for start in range(0, max(1, index.shape[dim]), SCATTER_SPAN):
             size = min(SCATTER_SPAN, index.shape[dim] - start)
             piece = (*index.shape[:dim], size, *index.shape[dim + 1:])
-            storage = self._gather_kernel("scatter_add", grad.dtype, shape, [grad, index], [
-                size, int(storage is not None), *shape, *piece,
-                index.offset + start * index.strides[dim], *index.strides,
-                grad.offset + start * grad.strides[dim], *grad.strides], dim, storage)
+            numel, pack = _layout(shape, dim, shape[dim], int(storage is not None), piece, grad.strides,
+                                  index.strides)
+            words = pack([grad.offset + start * grad.strides[dim], index.offset + start * index.strides[dim]])
+            storage = self._gather_kernel("scatter_add", grad.dtype, shape, numel, [grad, index], words, storage)
         return storage
 
-    def _gather_kernel(self, entry, dtype, shape, inputs, words, dim, storage=None):
+    def _gather_kernel(self, entry, dtype, shape, numel, inputs, words, storage=None):
         check_gpu_dtype(dtype, f"{entry} of")
         if dtype is dtypes.uint8:
             raise TypeError(f"webgpu: {entry} of uint8 tensors is not supported; convert with .int() first")
-        numel = math.prod(shape)
         storage = storage if storage is not None else self._empty(shape, dtype)
         if numel:
-            pipeline = self.runtime.pipeline(("gather", entry, dtype.name), lambda: fill("gather", None, type=dtype.wgsl),
+            pipeline = self.runtime.pipeline(("gather", entry, dtype.name),
+                                             lambda: fill("gather", GATHER_PARAMS, type=dtype.wgsl),
                                              entry=entry, bindings=("read_write", "read", "read"))
-            self.runtime.dispatch(pipeline, [storage] + [t.storage for t in inputs],
-                                  [numel, len(shape), dim] + words, groups(numel))
+            self.runtime.dispatch(pipeline, [storage] + [t.storage for t in inputs], words, groups(numel))
         return storage
-

@@ -1,10 +1,12 @@
 """The matmul family (shaders/matmul.wgsl): register-tiled batched products of strided operands,
 with the bias added in the store and K split where a product has too few tiles."""
 import collections
+import functools
 import math
 
 from ...base import COPY, FILL, SUM, flat
 from .common import check_gpu_dtype, fill, groups
+from .params import ParamBlock, i32, u32
 
 # The longest inner dimension one matmul workgroup walks on a software adapter, whose shader loops
 # stop after ~65535 iterations (longer products split K).
@@ -57,22 +59,42 @@ def matmul_splits(m, n, k, batch, tiles, is_software):
     return max(1, min(-(-MATMUL_GROUPS // workgroups), k // MATMUL_MIN_SPLIT_K, MATMUL_MAX_SPLITS))
 
 
-# shaders/matmul.wgsl's params: where A's and B's words start, and where the batch shape follows.
-_A_WORDS, _B_WORDS, _BATCH_WORDS = 7, 11, 24
-
-
-class MatmulOperand(collections.namedtuple("MatmulOperand", "storage form along_k wide words batch_strides")):
-    """One side of a product as shaders/matmul.wgsl reads it. form:
-      strided: a view's rows and columns; words: offset, row stride, column stride.
-      ("split_k", K2) (A): K made of two dims (k = k1 * K2 + k2); words: offset, row stride, k1's and
-        k2's strides.
+class MatmulOperand(collections.namedtuple("MatmulOperand", "storage form along_k wide fields batch_strides")):
+    """One side of a product as shaders/matmul.wgsl reads it. form, and its parameter fields
+    (OPERAND_FIELDS, each prefixed a_ or b_ in the kernel's parameter block):
+      strided: a view's rows and columns.
+      ("split_k", K2) (A): K made of two dims (k = k1 * K2 + k2).
       ("window", Ky, Kx, Ny, Nx) (B): a convolution's input windows, read in place (implicit im2col):
         K and N each walk three dims (c, y, x) (the last two of sizes Ky, Kx for K, Ny, Nx for N), each
         moving the address (c) or a row y / column x of the (H, W) image; outside it reads zero
-        (padding). words: offset, H, W, y0, x0, y stride, x stride, then for K: c stride, y step,
-        x step, and the same three for N.
+        (padding). The first window's corner is (y0, x0); steps may be negative.
     The sizes in a form are constants in the kernel: dividing by them is then cheap.
-    along_k: stage along K (consecutive threads load consecutive k); wide: aligned for vec4 loads."""
+    along_k: stage along K (consecutive threads load consecutive k); wide: aligned for vec4 loads;
+    batch_strides: where each batch index moves the operand."""
+
+
+OPERAND_FIELDS = {
+    "strided": (u32("offset"), u32("row_stride"), u32("col_stride")),
+    "split_k": (u32("offset"), u32("row_stride"), u32("k1_stride"), u32("k2_stride")),
+    "window": (u32("offset"), u32("height"), u32("width"), i32("y0"), i32("x0"), u32("y_stride"), u32("x_stride"),
+               u32("k_c_stride"), i32("k_y_step"), i32("k_x_step"), u32("n_c_stride"), i32("n_y_step"),
+               i32("n_x_step")),
+}
+
+
+def _kind(form):
+    return form if isinstance(form, str) else form[0]
+
+
+@functools.lru_cache(maxsize=None)
+def matmul_params(a_kind, b_kind):
+    """The parameter block of a product of operands of these form kinds. split_k: K per split (a
+    multiple of BK); the batch is batch_ndim dims, its shape and each operand's strides."""
+    operands = [f._replace(name=f"{x}_{f.name}") for x, kind in (("a", a_kind), ("b", b_kind))
+                for f in OPERAND_FIELDS[kind]]
+    return ParamBlock(u32("m"), u32("n"), u32("k"), u32("split_k"), u32("bias_offset"), u32("bias_stride"),
+                      *operands, u32("batch_ndim"), u32("batch_shape", "batch_ndim"),
+                      u32("a_batch_strides", "batch_ndim"), u32("b_batch_strides", "batch_ndim"))
 
 
 def _words_of_4(*positions):
@@ -85,8 +107,9 @@ def _strided_operand(t, side):
     *_, rows, cols = t.shape
     along_k = t.strides[-1] <= t.strides[-2] if side == "a" else t.strides[-2] < t.strides[-1]
     wide = t.strides[-1] == 1 and cols % 4 == 0 and _words_of_4(t.offset, *t.strides[:-1])
-    return MatmulOperand(t.storage, "strided", along_k, wide, [t.offset, *t.strides[-2:]],
-                         list(t.strides[:-2]))
+    return MatmulOperand(t.storage, "strided", along_k, wide,
+                         {"offset": t.offset, "row_stride": t.strides[-2], "col_stride": t.strides[-1]},
+                         t.strides[:-2])
 
 
 # Per operand of shaders/matmul.wgsl: its staged slice's rows and columns, the global row and
@@ -100,30 +123,30 @@ def _tile_loader(x, form, cols_fast, wide):
     consecutive threads walk the columns when cols_fast, else the rows; wide: the first of 4
     columns, a multiple of 4 in number), and load_{x}, the value there, zero past the edges."""
     rows, cols, r, c, r_end, c_end = _MATMUL_OPERANDS[x]
-    w = _A_WORDS if x == "a" else _B_WORDS
+    f = f"params.{x}_"   # this operand's fields
     kind, zero = ("vec4<f32>", "vec4<f32>()") if wide else ("f32", "0.0")
     inside = [f"r < {r_end}", f"c < {c_end}"]
     row, col = f"min(r, {r_end} - 1u)", f"min(c, {c_end} - 1u)"
     if wide:
         slot = f"vec2(i / ({cols} / 4u), i % ({cols} / 4u) * 4u)"
-        body = [f"let at_rc = (at + {row} * p[{w + 1}] + min(c, {c_end} - 4u)) / 4u;"]
+        body = [f"let at_rc = (at + {row} * {f}row_stride + min(c, {c_end} - 4u)) / 4u;"]
     else:
         slot = f"vec2(i / {cols}, i % {cols})" if cols_fast else f"vec2(i % {rows}, i / {rows})"
     if form == "strided" and not wide:
-        body = [f"let at_rc = at + {row} * p[{w + 1}] + {col} * p[{w + 2}];"]
+        body = [f"let at_rc = at + {row} * {f}row_stride + {col} * {f}col_stride;"]
     elif form[0] == "split_k":
         k2 = f"{form[1]}u"
         body = [f"let kk = {col};",
-                f"let at_rc = at + {row} * p[{w + 1}] + kk / {k2} * p[{w + 2}] + kk % {k2} * p[{w + 3}];"]
+                f"let at_rc = at + {row} * {f}row_stride + kk / {k2} * {f}k1_stride + kk % {k2} * {f}k2_stride;"]
     elif form[0] == "window":
         ky, kx, ny, nx = (f"{size}u" for size in form[1:])
         body = [f"let kk = {row};",
                 f"let nn = {col};",
-                f"let iy = i32(p[{w + 3}]) + i32(kk / {kx} % {ky}) * i32(p[{w + 8}]) + i32(nn / {nx} % {ny}) * i32(p[{w + 11}]);",
-                f"let ix = i32(p[{w + 4}]) + i32(kk % {kx}) * i32(p[{w + 9}]) + i32(nn % {nx}) * i32(p[{w + 12}]);",
-                f"let at_rc = at + kk / ({ky} * {kx}) * p[{w + 7}] + nn / ({ny} * {nx}) * p[{w + 10}]"
-                f" + u32(clamp(iy, 0, i32(p[{w + 1}]) - 1)) * p[{w + 5}] + u32(clamp(ix, 0, i32(p[{w + 2}]) - 1)) * p[{w + 6}];"]
-        inside += ["iy >= 0", f"iy < i32(p[{w + 1}])", "ix >= 0", f"ix < i32(p[{w + 2}])"]
+                f"let iy = {f}y0 + i32(kk / {kx} % {ky}) * {f}k_y_step + i32(nn / {nx} % {ny}) * {f}n_y_step;",
+                f"let ix = {f}x0 + i32(kk % {kx}) * {f}k_x_step + i32(nn % {nx}) * {f}n_x_step;",
+                f"let at_rc = at + kk / ({ky} * {kx}) * {f}k_c_stride + nn / ({ny} * {nx}) * {f}n_c_stride"
+                f" + u32(clamp(iy, 0, i32({f}height) - 1)) * {f}y_stride + u32(clamp(ix, 0, i32({f}width) - 1)) * {f}x_stride;"]
+        inside += ["iy >= 0", f"iy < i32({f}height)", "ix >= 0", f"ix < i32({f}width)"]
     lines = "\n".join("    " + line for line in body)
     # `&`, not `&&`: short-circuit chains become nested branches, and SwiftShader's compiler never
     # finished the window loader's six of them (Chromium's conv kernels hung at pipeline creation).
@@ -201,9 +224,8 @@ def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wi
     bias = "" if bias_along is None else (
         "@group(0) @binding(4) var<storage, read> bias: array<f32>;\n"
         "fn bias_at(i: u32, split: u32) -> f32 {\n"
-        "    return select(0.0, bias[p[5] + i * p[6]], split == 0u);\n}")
-    return fill("matmul", None, a_words=str(_A_WORDS), b_words=str(_B_WORDS), batch_words=str(_BATCH_WORDS),
-                bias=bias, wx=str(wx), wy=str(wy), tm=str(tm), tn=str(tn), bk=str(bk),
+        "    return select(0.0, bias[params.bias_offset + i * params.bias_stride], split == 0u);\n}")
+    return fill("matmul", matmul_params(_kind(a_form), _kind(b_form)), bias=bias, wx=str(wx), wy=str(wy), tm=str(tm), tn=str(tn), bk=str(bk),
                 loaders=_tile_loader("a", a_form, a_along_k, a_wide) + "\n" + _tile_loader("b", b_form, not b_along_k, b_wide),
                 a_type="vec4<f32>" if a_wide else "f32", b_type="vec4<f32>" if b_wide else "f32",
                 declare=block(declare, 4), load_first=block(load("k0"), 4), stage=block(stage, 8),
@@ -213,11 +235,12 @@ def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wi
 def _window_operand(image, padding, k_dims, n_dims, batch_strides, along_k):
     """B as MatmulOperand "window" over the (H, W) planes of image (..., H, W): k_dims and n_dims are
     ((sizes c, y, x), (c stride, y step, x step)); the first window starts at -padding."""
-    (_, ky, kx), k_steps = k_dims
-    (_, ny, nx), n_steps = n_dims
-    words = [image.offset, *image.shape[-2:], -padding[0], -padding[1], *image.strides[-2:], *k_steps, *n_steps]
-    words = [word & 0xFFFFFFFF for word in words]   # origins and steps may be negative: the kernel reads i32
-    return MatmulOperand(image.storage, ("window", ky, kx, ny, nx), along_k, False, words, batch_strides)
+    (_, ky, kx), (k_c_stride, k_y_step, k_x_step) = k_dims
+    (_, ny, nx), (n_c_stride, n_y_step, n_x_step) = n_dims
+    fields = dict(offset=image.offset, height=image.shape[-2], width=image.shape[-1], y0=-padding[0], x0=-padding[1],
+                  y_stride=image.strides[-2], x_stride=image.strides[-1], k_c_stride=k_c_stride, k_y_step=k_y_step,
+                  k_x_step=k_x_step, n_c_stride=n_c_stride, n_y_step=n_y_step, n_x_step=n_x_step)
+    return MatmulOperand(image.storage, ("window", ky, kx, ny, nx), along_k, False, fields, batch_strides)
 
 
 
@@ -249,10 +272,12 @@ class MatmulKernels:
         key = (tiles, a.form, b.form, a.along_k, b.along_k, bias_along, a_wide, b_wide)
         pipeline = self.runtime.pipeline(("matmul", *key), lambda: _matmul_source(*key),
                                          bindings=("read_write", "read", "read") + (("read",) if bias is not None else ()))
-        words = [m, n, k, nb, split_k, *((bias.offset, bias.strides[0]) if bias is not None else (0, 0))]
-        words += a.words + [0] * (_B_WORDS - _A_WORDS - len(a.words))
-        words += b.words + [0] * (_BATCH_WORDS - _B_WORDS - len(b.words))
-        words += [*batch, *a.batch_strides, *b.batch_strides]
+        words = matmul_params(_kind(a.form), _kind(b.form)).pack(
+            m=m, n=n, k=k, split_k=split_k, bias_offset=0 if bias is None else bias.offset,
+            bias_stride=0 if bias is None else bias.strides[0],
+            **{f"a_{name}": value for name, value in a.fields.items()},
+            **{f"b_{name}": value for name, value in b.fields.items()},
+            batch_ndim=nb, batch_shape=batch, a_batch_strides=a.batch_strides, b_batch_strides=b.batch_strides)
         storages = [storage, a.storage, b.storage] + ([bias.storage] if bias is not None else [])
         self.runtime.dispatch(pipeline, storages, words,
                               (groups(n, tiles.wx * tiles.tn), groups(m, tiles.wy * tiles.tm), count * splits))
@@ -268,5 +293,3 @@ class MatmulKernels:
         strides = [0] * len(shape)
         strides[bias_dim] = bias.strides[0]
         return self.map(COPY, (bias._replace(shape=shape, strides=tuple(strides)),), shape, dtype, dtype)
-
-    # ---- convolution: products whose B operand reads an image's windows in place (implicit im2col) ----

@@ -1,8 +1,18 @@
 """The pool family (shaders/pool.wgsl): max pooling, one kernel each way."""
+import functools
 import math
 
 from .... import dtypes
 from .common import LOWEST, check_gpu_dtype, fill, groups
+from .params import ParamBlock, u32
+
+# Pool layouts (geometry and src's strides) kept worked out (_pool_kernel); past this many the oldest go.
+POOL_LAYOUTS_KEPT = 256
+
+# Both kernels' parameters (their meanings: shaders/pool.wgsl); the geometry is compiled in. src's
+# offset changes from call to call, so it comes last (ParamBlock.packer).
+POOL_PARAMS = ParamBlock(u32("numel"), u32("src_strides", 4), u32("src_offset", 1))
+_GEOMETRY_SLOTS = ("c", "h", "w", "ho", "wo", "kh", "kw", "sy", "sx", "py", "px", "dy", "dx")
 
 
 class PoolKernels:
@@ -25,17 +35,21 @@ class PoolKernels:
 
     def _pool(self, entry, out, picked, src, in_shape, out_shape, geometry):
         """One shaders/pool.wgsl dispatch, a thread per element of out (the output's or the input's)."""
-        numel = math.prod(out_shape if entry == "max_forward" else in_shape)
+        numel, key, source, pack = _pool_kernel(entry, src.dtype, in_shape, out_shape, geometry, src.strides)
         if numel:
-            dtype = src.dtype
-            is_nan = "(bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u" if dtype.kind == "f" else "false"
-            sizes = (*in_shape[1:], *out_shape[2:], *(v for pair in geometry for v in pair))
-            constants = dict(zip(("c", "h", "w", "ho", "wo", "kh", "kw", "sy", "sx", "py", "px", "dy", "dx"),
-                                 map(str, sizes)))
-            pipeline = self.runtime.pipeline(("pool", entry, dtype.name, sizes),
-                                             lambda: fill("pool", None, type=dtype.wgsl, is_nan=is_nan,
-                                                          lowest=LOWEST[dtype.wgsl], **constants),
-                                             entry=entry, bindings=("read_write", "read_write", "read"))
-            words = [numel, src.offset, *src.strides]
-            self.runtime.dispatch(pipeline, [out, picked, src.storage], words, groups(numel))
+            pipeline = self.runtime.pipeline(key, source, entry=entry, bindings=("read_write", "read_write", "read"))
+            self.runtime.dispatch(pipeline, [out, picked, src.storage], pack([src.offset]), groups(numel))
 
+
+@functools.lru_cache(maxsize=POOL_LAYOUTS_KEPT)
+def _pool_kernel(entry, dtype, in_shape, out_shape, geometry, src_strides):
+    """What a pool dispatch works out once per layout: its threads, its pipeline's key and source,
+    and its parameters as a function of [src's offset]."""
+    numel = math.prod(out_shape if entry == "max_forward" else in_shape)
+    sizes = (*in_shape[1:], *out_shape[2:], *(v for pair in geometry for v in pair))
+    is_nan = "(bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u" if dtype.kind == "f" else "false"
+
+    def source():
+        return fill("pool", POOL_PARAMS, type=dtype.wgsl, is_nan=is_nan, lowest=LOWEST[dtype.wgsl],
+                    **dict(zip(_GEOMETRY_SLOTS, map(str, sizes))))
+    return numel, ("pool", entry, dtype.name, sizes), source, POOL_PARAMS.packer(numel=numel, src_strides=src_strides)

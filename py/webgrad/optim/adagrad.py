@@ -1,0 +1,42 @@
+"""Adagrad, with learning-rate decay."""
+from ..ops.creation import full_like
+from .fused import FusedUpdate
+from .optimizer import Optimizer, check_settings
+
+
+def _adagrad_numpy(np, param, grad, states, h):
+    """shaders/optim.wgsl's adagrad."""
+    g = -grad if h.maximize else grad
+    if h.weight_decay != 0:
+        g = g + h.weight_decay * param
+    state_sum = states["sum"]
+    state_sum += g * g
+    param -= h.clr * g / (np.sqrt(state_sum) + h.eps)
+
+
+# clr = lr / (1 + (step - 1) * lr_decay), worked out in double precision each step, as torch does
+ADAGRAD_UPDATE = FusedUpdate("adagrad", dict(clr="f32", weight_decay="f32", eps="f32", maximize="bool"), ("sum",),
+                             _adagrad_numpy)
+
+
+class Adagrad(Optimizer):
+    update = ADAGRAD_UPDATE
+
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10, *,
+                 maximize=False):
+        check_settings(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                       initial_accumulator_value=initial_accumulator_value, eps=eps)
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value, maximize=maximize))
+        for group in self.param_groups:   # as torch, the state exists from the start
+            for p in group["params"]:
+                self._init_state(p, group, self.state.setdefault(p, {}))
+
+    def _init_state(self, param, group, state):
+        # as torch: the constructor's initial_accumulator_value, whatever the group's
+        state.update(step=0.0, sum=full_like(param, self.defaults["initial_accumulator_value"]))
+
+    def _hyper(self, group, state, fresh):
+        state["step"] += 1
+        return dict(clr=float(group["lr"]) / (1 + (state["step"] - 1) * group["lr_decay"]),
+                    weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"])
