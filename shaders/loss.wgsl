@@ -3,12 +3,14 @@
 // forward: one workgroup per row finds the row's max and log-sum-exp; loss[n] = lse - x[n, label],
 //          and lse[n] is kept for the backward.
 // forward_sum: the same losses reduced in the same dispatch to out[0] = scale * their sum (the
-//          mean: scale 1 / N). One workgroup: each thread takes every SUM_WG-th row and reads its
-//          classes one after another (each read waits on memory), so the backend picks this
-//          kernel only where a thread's share is short.
+//          mean: scale 1 / N). One workgroup: each thread takes every WORKGROUP_SIZE-th row and
+//          reads its classes one after another (each read waits on memory), so the backend picks
+//          this kernel only where a thread's share is short.
 // backward: one thread per logit: out[n, c] = upstream(n) * (exp(x[n, c] - lse[n]) - (c == label[n])).
-// Params: [0] N, [1] C, [2] logits offset, [3] row stride, [4] class stride, [5] labels offset,
-// [6] labels stride, [7] scale (f32; forward_sum and backward), [8] grad offset, [9] grad stride.
+// Parameters (kernels/loss.py's LOSS_PARAMS): `rows` N and `classes` C; logit (n, c) at
+// offsets[0] + n * row_stride + c * class_stride, label n at offsets[1] + n * label_stride, row n's
+// upstream gradient (backward, where given) at offsets[2] + n * grad_stride; `scale` multiplies the
+// summed loss (forward_sum) and the gradient (backward).
 // A label outside [0, C) reads class 0 here (checking needs a readback; the cpu device raises).
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;   // loss (forward), d logits (backward)
 @group(0) @binding(2) var<storage, read_write> lse: array<f32>;
@@ -16,17 +18,25 @@
 @group(0) @binding(4) var<storage, read> labels: array<i32>;
 @group(0) @binding(5) var<storage, read> grad: array<f32>;
 
-const WG: u32 = 64u;
-const SUM_WG: u32 = 256u;
-var<workgroup> partial: array<f32, SUM_WG>;
+const ROW_THREADS: u32 = 64u;   // forward's workgroup, which takes one row
+
+// Threads reduce f32s together (shaders/workgroup.wgsl) two ways: a max, then a sum.
+alias Partial = f32;
+const PARTIALS: u32 = WORKGROUP_SIZE;
+const MAX: u32 = 0u;
+const SUM: u32 = 1u;
+
+fn merge(a: f32, b: f32, how: u32) -> f32 {
+    return select(a + b, max(a, b), how == MAX);
+}
 
 fn logit(n: u32, c: u32) -> f32 {
-    return x[p[2] + n * p[3] + c * p[4]];
+    return x[params_offsets(0u) + n * params.row_stride + c * params.class_stride];
 }
 
 fn label(n: u32) -> u32 {
-    let y = labels[p[5] + n * p[6]];
-    return select(0u, u32(y), y >= 0 && u32(y) < p[1]);
+    let y = labels[params_offsets(1u) + n * params.label_stride];
+    return select(0u, u32(y), y >= 0 && u32(y) < params.classes);
 }
 
 // Row n's loss from its max and its sum of exp(x - max); keeps the row's log-sum-exp.
@@ -37,58 +47,42 @@ fn row_loss(n: u32, top: f32, total: f32) -> f32 {
 }
 
 // The gradient reaching row n's loss, times the scale: the backend fills in
-// grad[p[8] + n * p[9]] * pf(7), or pf(7) alone where backward() passed no gradient (its 1).
+// grad[params_offsets(2u) + n * params.grad_stride] * params.scale, or params.scale alone where
+// backward() passed no gradient (its 1).
 fn upstream(n: u32) -> f32 {
     return {{upstream}};
 }
 
-// The combined value of `v` (max when `is_max`, else the sum) over the first `size` threads of
-// the workgroup (a power of two), in every thread.
-fn combine(v: f32, li: u32, is_max: bool, size: u32) -> f32 {
-    partial[li] = v;
-    for (var step = size / 2u; step > 0u; step /= 2u) {
-        workgroupBarrier();
-        if (li < step) {
-            let other = partial[li + step];
-            partial[li] = select(partial[li] + other, max(partial[li], other), is_max);
-        }
-    }
-    workgroupBarrier();
-    let all = partial[0];
-    workgroupBarrier();   // partial is reused by the next combine
-    return all;
-}
-
-@compute @workgroup_size(64)
+@compute @workgroup_size(ROW_THREADS)
 fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
            @builtin(local_invocation_index) li: u32) {
     let n = flat_id(wg, nwg);
-    let live = n < p[0];   // the whole workgroup must reach the barriers
-    let classes = select(0u, p[1], live);
+    let live = n < params.rows;   // the whole workgroup must reach the barriers
+    let classes = select(0u, params.classes, live);
     var top = f32_from_bits(0xff800000u);
-    for (var c = li; c < classes; c += WG) {
+    for (var c = li; c < classes; c += ROW_THREADS) {
         top = max(top, logit(n, c));
     }
-    top = combine(top, li, true, WG);
+    top = workgroup_merge_all(top, li, ROW_THREADS, MAX);
     var total = 0.0;
-    for (var c = li; c < classes; c += WG) {
+    for (var c = li; c < classes; c += ROW_THREADS) {
         total += exp(logit(n, c) - top);
     }
-    total = combine(total, li, false, WG);
+    total = workgroup_merge(total, li, ROW_THREADS, SUM);
     if (live && li == 0u) {
         out[n] = row_loss(n, top, total);
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn forward_sum(@builtin(local_invocation_index) li: u32) {
     var sum = 0.0;
-    for (var n = li; n < p[0]; n += SUM_WG) {
+    for (var n = li; n < params.rows; n += WORKGROUP_SIZE) {
         // one pass over the row: the running max, and the sum of exp(x - max) rescaled as it grows
         // (starting from the first logit, not -inf: a leading -inf would give exp(-inf + inf))
         var top = logit(n, 0u);
         var total = 1.0;
-        for (var c = 1u; c < p[1]; c++) {
+        for (var c = 1u; c < params.classes; c++) {
             let v = logit(n, c);
             let grown = max(top, v);
             total = total * exp(top - grown) + exp(v - grown);
@@ -96,21 +90,21 @@ fn forward_sum(@builtin(local_invocation_index) li: u32) {
         }
         sum += row_loss(n, top, total);
     }
-    sum = combine(sum, li, false, SUM_WG);
+    sum = workgroup_merge(sum, li, WORKGROUP_SIZE, SUM);
     if (li == 0u) {
-        out[0] = sum * pf(7);
+        out[0] = sum * params.scale;
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WORKGROUP_SIZE)
 fn backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
             @builtin(local_invocation_index) li: u32) {
-    let i = flat_id(wg, nwg) * 256u + li;
-    if (i >= p[0] * p[1]) {
+    let i = element_id(wg, nwg, li);
+    if (i >= params.rows * params.classes) {
         return;
     }
-    let n = i / p[1];
-    let c = i % p[1];
+    let n = i / params.classes;
+    let c = i % params.classes;
     let hit = select(0.0, 1.0, c == label(n));
     out[i] = upstream(n) * (exp(logit(n, c) - lse[n]) - hit);
 }

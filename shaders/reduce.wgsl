@@ -1,23 +1,49 @@
 // Reduction of a strided input over some of its dims. Each output's reduced elements are split
 // into chunks of at most `span`, one workgroup per (output, chunk): no thread loops long (lavapipe
 // silently ends a loop after 65535 iterations) and a large reduction spreads over many workgroups.
-// With several chunks the backend reduces the per-chunk results again (backend.reduce).
-// Params: [0] outputs, [1] reduced count (the loop's end), [2] kept ndim K, [3] reduced ndim R,
-// [4] input offset, [5] chunks per output, [6] span, then kept shape (K), kept strides (K),
-// reduced shape (R), reduced strides (R). The result of workgroup (o, c) goes to out[o * chunks + c].
-// Generated per op: T, the input binding's element type, identity, combine step, the store, and
-// how a loop position k names a reduced index j: k itself, or (arg ops' second pass) the index
-// that chunk k picked, read from `picked`, so the value is read again from x.
+// With several chunks the backend reduces the per-chunk results again (kernels/reduce.py).
+// Parameters (kernels/reduce.py's REDUCE_PARAMS): `outputs` results, each over the loop positions
+// 0..`count` in `chunks` chunks of `span`; x's element at kept multi-index o and reduced multi-index
+// j lies at `offset` plus o through kept_shape and kept_strides (kept_ndim dims) plus j through
+// reduced_shape and reduced_strides (reduced_ndim dims). Workgroup (o, c)'s result goes to
+// out[o * chunks + c].
+// Generated per op: T, the input's element type, identity, combine step, result, and how a loop
+// position k names a reduced index j: k itself, or (arg ops' second pass) the index that chunk k
+// picked, read from `picked`, so the value is read again from x.
 alias T = {{compute}};
 
 @group(0) @binding(1) var<storage, read_write> out: array<{{out_type}}>;
 @group(0) @binding(2) var<storage, read> x: array<{{in_type}}>;
 {{picked_binding}}
 
-const WG: u32 = 64u;
-const BASE: u32 = 7u;
-var<workgroup> vals: array<T, WG>;
-var<workgroup> idxs: array<u32, WG>;
+const THREADS: u32 = {{threads}}u;   // a workgroup's threads: kernels/reduce.py's REDUCE_THREADS
+
+// A running reduction: its value, and the reduced index it was found at (arg ops).
+struct Partial {
+    value: T,
+    index: u32,
+}
+const PARTIALS: u32 = THREADS;   // shaders/workgroup.wgsl's reduction over a workgroup
+
+// b folded into a by the op's combine step (reduce merges one way: `how` is unused).
+fn merge(a: Partial, b: Partial, how: u32) -> Partial {
+    var acc = a.value;
+    var at = a.index;
+    let v = b.value;
+    let j = b.index;
+    {{combine}}
+    return Partial(acc, at);
+}
+
+// Before any element: the op's identity, found at no index.
+fn start() -> Partial {
+    return Partial({{identity}}, 0xffffffffu);
+}
+
+// What out keeps of a reduction: its value, or (arg ops) its index.
+fn result(r: Partial) -> {{out_type}} {
+    return {{result}};
+}
 
 fn lowest_T() -> T { return {{lowest}}; }
 fn highest_T() -> T { return {{highest}}; }
@@ -26,78 +52,66 @@ fn load(at: u32) -> T {
     return {{load}};
 }
 
-// Position in x of kept multi-index `o` and reduced multi-index `j`.
-fn position(o: u32, j: u32) -> u32 {
-    let k = p[2];
-    let r = p[3];
-    var at = p[4];
+// Position in x where the reduced elements of kept multi-index `o` start.
+fn kept_position(o: u32) -> u32 {
+    var at = params_offset(0u);
     var rest = o;
-    for (var d = k; d > 0u; d--) {
-        let size = p[BASE + d - 1u];
-        at += (rest % size) * p[BASE + k + d - 1u];
-        rest /= size;
-    }
-    rest = j;
-    let base = BASE + 2u * k;
-    for (var d = r; d > 0u; d--) {
-        let size = p[base + d - 1u];
-        at += (rest % size) * p[base + r + d - 1u];
+    for (var d = params.kept_ndim; d > 0u; d--) {
+        let size = params_kept_shape(d - 1u);
+        at += (rest % size) * params_kept_strides(d - 1u);
         rest /= size;
     }
     return at;
 }
 
-@compute @workgroup_size(64)
+// Position of reduced multi-index `j` from there.
+fn reduced_position(j: u32) -> u32 {
+    var at = 0u;
+    var rest = j;
+    for (var d = params.reduced_ndim; d > 0u; d--) {
+        let size = params_reduced_shape(d - 1u);
+        at += (rest % size) * params_reduced_strides(d - 1u);
+        rest /= size;
+    }
+    return at;
+}
+
+@compute @workgroup_size(THREADS)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
     let w = flat_id(wg, nwg);
-    let o = w / p[5];
-    let live = o < p[0];   // the whole workgroup must reach the barriers
-    let first = (w % p[5]) * p[6];
-    let last = min(first + p[6], p[1]);
-    var acc = {{identity}};
-    var at = 0xffffffffu;
+    let o = w / params.chunks;
+    let live = o < params.outputs;   // the whole workgroup must reach the barriers
+    let first = (w % params.chunks) * params.span;
+    let last = min(first + params.span, params.count);
+    let base = kept_position(o);   // once: along the loop only j changes
+    var mine = start();
     if (live) {
-        for (var k = first + li; k < last; k += WG) {
+        for (var k = first + li; k < last; k += THREADS) {
             {{index}}
-            let v = load(position(o, j));
-            {{combine}}
+            mine = merge(mine, Partial(load(base + reduced_position(j)), j), 0u);
         }
     }
-    vals[li] = acc;
-    idxs[li] = at;
-    for (var step = WG / 2u; step > 0u; step /= 2u) {
-        workgroupBarrier();
-        if (li < step) {
-            let v = vals[li + step];
-            let j = idxs[li + step];
-            acc = vals[li];
-            at = idxs[li];
-            {{combine}}
-            vals[li] = acc;
-            idxs[li] = at;
-        }
-    }
+    let merged = workgroup_merge(mine, li, THREADS, 0u);
     if (li == 0u && live) {
-        {{store}}
+        out[w] = result(merged);
     }
 }
 
 // One thread per output, for short reductions (pooling windows, a few rows): a workgroup per
-// output would leave most of its threads idle. Params as for main, with one chunk per output.
-@compute @workgroup_size(64)
-fn per_thread(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let w = gid.x + gid.y * nwg.x * 64u;
-    if (w >= p[0]) {
+// output would leave most of its threads idle. Parameters as for main, with one chunk per output.
+@compute @workgroup_size(THREADS)
+fn per_thread(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) li: u32) {
+    let o = flat_id(wg, nwg) * THREADS + li;
+    if (o >= params.outputs) {
         return;
     }
-    let o = w;
-    var acc = {{identity}};
-    var at = 0xffffffffu;
-    for (var k = 0u; k < p[1]; k++) {
+    let base = kept_position(o);
+    var mine = start();
+    for (var k = 0u; k < params.count; k++) {
         {{index}}
-        let v = load(position(o, j));
-        {{combine}}
+        mine = merge(mine, Partial(load(base + reduced_position(j)), j), 0u);
     }
-    {{store}}
+    out[o] = result(mine);
 }

@@ -1,9 +1,10 @@
 """What every kernel family shares: the WGSL sources (shaders/*.wgsl) and how they are filled
 in, the workgroup size of one-thread-per-element kernels, and the checks and sizes of buffers.
 
-A family's source is shaders/common.wgsl, its parameter block's WGSL (params.ParamBlock), then
-shaders/<family>.wgsl with its {{slots}} filled per op and dtype; a filled source is compiled
-once by the runtime and cached by its key.
+A family's source is shaders/common.wgsl, its parameter block's WGSL (params.ParamBlock), the
+shared snippets it includes (such as shaders/workgroup.wgsl), then shaders/<family>.wgsl with its
+{{slots}} filled per op and dtype; a filled source is compiled once by the runtime and cached by
+its key.
 """
 import math
 import os
@@ -38,33 +39,25 @@ def shader(name):
     return _sources[name]
 
 
-def fill(template, params, **slots):
-    """shaders/<template>.wgsl after common.wgsl and the ParamBlock `params`, its {{slots}} filled;
-    a slot left unfilled (or a value given for no slot) is an error here, not a compile error later."""
+def fill(template, params, includes=(), **slots):
+    """shaders/<template>.wgsl after common.wgsl, the ParamBlock `params` and the snippets named in
+    `includes` (shaders/<name>.wgsl, which have no slots: the template declares what they use), its
+    {{slots}} filled; a slot left unfilled (or a value given for no slot) is an error here, not a
+    compile error later."""
     source = shader(template)
     wanted = set(_SLOT.findall(source))
     if wanted != set(slots):
         raise ValueError(f"shaders/{template}.wgsl: slots {sorted(wanted - set(slots))} not filled, "
                          f"{sorted(set(slots) - wanted)} filled but not in the file")
     source = _SLOT.sub(lambda m: slots[m.group(1)], source)
+    snippets = [shader(name) for name in includes]
+    for name, snippet in zip(includes, snippets):
+        if _SLOT.search(snippet):
+            raise ValueError(f"shaders/{name}.wgsl is included, so it cannot have {{{{slots}}}}")
     common = shader("common").replace("{{workgroup_size}}", str(WORKGROUP_SIZE))
-    return common + "\n" + (_LEGACY if params is None else params.wgsl()) + "\n" + source
+    return "\n".join([common, params.wgsl(), *snippets, source])
 
 
-_LEGACY = """@group(0) @binding(0) var<storage, read> p: array<u32>;
-fn pf(k: u32) -> f32 {
-    return bitcast<f32>(p[k]);
-}
-fn strided(i: u32, ndim: u32, shape_at: u32, layout_at: u32) -> u32 {
-    var rest = i;
-    var at = p[layout_at];
-    for (var d = ndim; d > 0u; d--) {
-        let size = p[shape_at + d - 1u];
-        at += (rest % size) * p[layout_at + d];
-        rest /= size;
-    }
-    return at;
-}"""
 
 
 def groups(count, size=WORKGROUP_SIZE):
@@ -82,6 +75,7 @@ def word(value, dtype):
 def check_gpu_dtype(dtype, what):
     if dtype is dtypes.float64:
         raise TypeError(f"webgpu: {what} float64 is not supported (WGSL has no f64); use float32")
+    dtypes.check_supported(dtype, "webgpu")
 
 
 def check_not_uint8(dtype, what):

@@ -1,29 +1,39 @@
-"""The loss family (shaders/cross_entropy.wgsl): cross-entropy of logits against class labels,
-fused each way."""
+"""The loss family (shaders/loss.wgsl): cross-entropy of logits against class labels, fused each way."""
+import functools
+
 from ...base import MUL, SUM, flat
-from ..runtime import f32_bits
 from .common import fill, groups
+from .params import ParamBlock, f32, u32
 
 # The most logits one thread reads (row after row) where a cross-entropy's sum or mean is taken by
-# one workgroup of 256 threads in the loss's own dispatch; more take a reduce and a scale after it.
-# On an H100 each logit costs a thread ~0.12 us and the two dispatches saved ~20 us.
+# one workgroup (WORKGROUP_SIZE threads) in the loss's own dispatch; more take a reduce and a scale
+# after it. On an H100 each logit costs a thread ~0.12 us and the two dispatches saved ~20 us.
 CROSS_ENTROPY_SUM_SPAN = 128
+# Parameter packers kept, one per layout of logits, labels and upstream gradient (and scale).
+LOSS_PACKERS_KEPT = 1024
+
+LOSS_PARAMS = ParamBlock(
+    u32("rows"), u32("classes"), u32("row_stride"), u32("class_stride"), u32("label_stride"),
+    u32("grad_stride"), f32("scale"),
+    u32("offsets", 3))   # of logits, labels and grad: last, as the words that change per call (packer)
 
 
 class LossKernels:
     def cross_entropy(self, logits, labels, scale=None):
-        """(loss, lse) of (N, C) logits against int labels (shaders/cross_entropy.wgsl): the loss per
-        row, or given a scale, the rows' sum times it, in the same dispatch where that fits."""
+        """(loss, lse) of (N, C) logits against int labels (shaders/loss.wgsl): the loss per row, or
+        given a scale, the rows' sum times it, in the same dispatch where that fits."""
         rows, classes = logits.shape
-        lse, words = self.empty(rows, logits.dtype), _cross_entropy_words(logits, labels, scale)
+        lse = self.empty(rows, logits.dtype)
         inputs = [lse, logits.storage, labels.storage]
         if scale is not None and rows and groups(rows) * classes <= CROSS_ENTROPY_SUM_SPAN:
             loss = self.empty(1, logits.dtype)
-            self.runtime.dispatch(self._cross_entropy_kernel("forward_sum"), [loss] + inputs, words, 1)
+            self.runtime.dispatch(self._cross_entropy_kernel("forward_sum"), [loss] + inputs,
+                                  _loss_words(logits, labels, None, scale), 1)
             return loss, lse
         loss = self.empty(rows, logits.dtype)
         if rows:
-            self.runtime.dispatch(self._cross_entropy_kernel("forward"), [loss] + inputs, words, rows)
+            self.runtime.dispatch(self._cross_entropy_kernel("forward"), [loss] + inputs,
+                                  _loss_words(logits, labels, None, scale), rows)
         if scale is None:
             return loss, lse
         total = self.reduce(SUM, flat(loss, (rows,), logits.dtype), (0,), logits.dtype)
@@ -34,24 +44,29 @@ class LossKernels:
         numel = logits.numel()
         out = self.empty(numel, logits.dtype)
         if numel:
-            words = _cross_entropy_words(logits, labels, scale)
             storages = [out, lse.storage, logits.storage, labels.storage]
             if grad is not None:
-                words += [grad.offset, grad.strides[0]]
                 storages.append(grad.storage)
-            self.runtime.dispatch(self._cross_entropy_kernel("backward", grad is not None), storages, words,
-                                  groups(numel))
+            self.runtime.dispatch(self._cross_entropy_kernel("backward", grad is not None), storages,
+                                  _loss_words(logits, labels, grad, scale), groups(numel))
         return out
 
     def _cross_entropy_kernel(self, entry, with_grad=False):
-        upstream = "grad[p[8] + n * p[9]] * pf(7)" if with_grad else "pf(7)"
-        return self.runtime.pipeline(("cross_entropy", entry, with_grad),
-                                     lambda: fill("cross_entropy", None, upstream=upstream), entry=entry,
+        upstream = "grad[params_offsets(2u) + n * params.grad_stride] * params.scale" if with_grad else "params.scale"
+        return self.runtime.pipeline(("loss", entry, with_grad),
+                                     lambda: fill("loss", LOSS_PARAMS, includes=("workgroup",), upstream=upstream),
+                                     entry=entry,
                                      bindings=("read_write", "read_write", "read", "read") + ("read",) * with_grad)
 
 
-def _cross_entropy_words(logits, labels, scale):
-    return [*logits.shape, logits.offset, *logits.strides, labels.offset, labels.strides[0],
-            f32_bits(1.0 if scale is None else scale)]
+def _loss_words(logits, labels, grad, scale):
+    """LOSS_PARAMS's words; grad (an (N,) view) only for the backward."""
+    pack = _loss_packer(logits.shape, logits.strides, labels.strides[0], 0 if grad is None else grad.strides[0],
+                        1.0 if scale is None else scale)
+    return pack([logits.offset, labels.offset, 0 if grad is None else grad.offset])
 
 
+@functools.lru_cache(maxsize=LOSS_PACKERS_KEPT)
+def _loss_packer(shape, strides, label_stride, grad_stride, scale):
+    return LOSS_PARAMS.packer(rows=shape[0], classes=shape[1], row_stride=strides[0], class_stride=strides[1],
+                              label_stride=label_stride, grad_stride=grad_stride, scale=scale)

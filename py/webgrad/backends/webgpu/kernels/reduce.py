@@ -1,13 +1,18 @@
 """The reduce family (shaders/reduce.wgsl): a backends.base.Reduction over any dims of a strided
 view, in one pass or two."""
+import functools
 import math
+from typing import NamedTuple
 
 from .... import dtypes
 from ...base import flat
 from .common import HIGHEST, LOWEST, check_gpu_dtype, check_not_uint8, fill, groups
+from .params import ParamBlock, u32
 
-# Reduced elements per reduce workgroup (64 threads, 256 each): bigger reductions take two passes.
-REDUCE_SPAN = 64 * 256
+# Threads of a reduce workgroup, each reading up to 256 of the REDUCE_SPAN reduced elements the
+# workgroup takes: bigger reductions take two passes.
+REDUCE_THREADS = 64
+REDUCE_SPAN = REDUCE_THREADS * 256
 # A reduction with few outputs is split into chunks of at least this many elements until it has
 # REDUCE_GROUPS workgroups: a GPU needs hundreds of workgroups in flight (on an H100 a conv's bias
 # gradient, 16 outputs of 100k elements each, took 134 us on 112 workgroups; on 1024 it takes 26 us,
@@ -16,13 +21,22 @@ REDUCE_MIN_SPAN = 1024
 REDUCE_GROUPS = 1024
 # Reductions this short take one thread per output rather than a workgroup (reduce.wgsl per_thread).
 PER_THREAD_REDUCE = 32
+# Reduce passes worked out and kept; past this many (ever new shapes or strides) the oldest go.
+REDUCE_PASSES_KEPT = 4096
+
+# The reduced dims' arrays first: they are read for every element, and the tail's first arrays are
+# found with the fewest reads of the block. x's offset last: the one word that changes per call.
+REDUCE_PARAMS = ParamBlock(
+    u32("outputs"), u32("count"), u32("chunks"), u32("span"), u32("reduced_ndim"), u32("kept_ndim"),
+    u32("reduced_shape", "reduced_ndim"), u32("reduced_strides", "reduced_ndim"),
+    u32("kept_shape", "kept_ndim"), u32("kept_strides", "kept_ndim"), u32("offset", 1))
 
 
 class ReduceKernels:
     def reduce(self, op, x, dims, out_dtype):
         check_gpu_dtype(x.dtype, "reducing")
         check_not_uint8(out_dtype, op.name)
-        kept = [d for d in range(x.ndim) if d not in dims]
+        kept = tuple(d for d in range(x.ndim) if d not in dims)
         n_out = math.prod(x.shape[d] for d in kept)
         n_red = math.prod(x.shape[d] for d in dims)
         chunks = max(1, -(-n_red // REDUCE_SPAN), min(-(-n_red // REDUCE_MIN_SPAN), -(-REDUCE_GROUPS // max(1, n_out))))
@@ -43,27 +57,47 @@ class ReduceKernels:
         storage = self._empty((n_out * chunks,), out_dtype)
         if n_out == 0:
             return storage
-        compute = "f32" if x.dtype.is_floating_point else "i32"
-        load = "byte_at(x[at >> 2u], at)" if x.dtype is dtypes.uint8 else "x[at]"
-        per_thread = chunks == 1 and count <= PER_THREAD_REDUCE
-        entry = "per_thread" if per_thread else "main"
-        key = ("reduce", op.name, x.dtype.name, out_dtype.name, picked is not None, entry)
-        store = "out[w] = i32(at);" if op.arg else f"out[w] = {out_dtype.wgsl}(acc);"
-        if picked is None:
-            picked_binding, index = "", "let j = k;"
-        else:
-            picked_binding = "@group(0) @binding(3) var<storage, read> picked: array<i32>;"
-            index = "let c = picked[o * p[1] + k];\n            if (c < 0) { continue; }\n            let j = u32(c);"
-        pipeline = self.runtime.pipeline(key, lambda: fill(
-            "reduce", None, compute=compute, out_type=out_dtype.wgsl, in_type=x.dtype.wgsl, load=f"T({load})",
-            lowest=LOWEST[compute], highest=HIGHEST[compute], identity=op.identity,
-            combine=op.combine, store=store, picked_binding=picked_binding, index=index),
-            entry=entry, bindings=("read_write", "read") + (("read",) if picked is not None else ()))
-        span = -(-count // chunks)
-        words = [n_out, count, len(kept), len(dims), x.offset, chunks, span,
-                 *(x.shape[d] for d in kept), *(x.strides[d] for d in kept),
-                 *(x.shape[d] for d in dims), *(x.strides[d] for d in dims)]
-        self.runtime.dispatch(pipeline, [storage, x.storage] + ([picked] if picked is not None else []),
-                              words, groups(n_out, 64) if per_thread else n_out * chunks)
+        kernel = _reduce_pass_kernel(op, x.dtype, x.shape, x.strides, kept, dims, out_dtype, n_out, count, chunks,
+                                     picked is not None)
+        storages = [storage, x.storage] if picked is None else [storage, x.storage, picked]
+        self.runtime.dispatch(self.runtime.pipeline(*kernel.compile), storages, kernel.pack([x.offset]),
+                              kernel.groups)
         return storage
 
+
+class _ReducePass(NamedTuple):
+    """What a reduce pass works out once for its key: runtime.pipeline's arguments, its parameter
+    packer and its workgroups."""
+    compile: tuple
+    pack: object   # [x's offset] -> the parameter words
+    groups: int
+
+
+@functools.lru_cache(maxsize=REDUCE_PASSES_KEPT)
+def _reduce_pass_kernel(op, in_dtype, shape, strides, kept, dims, out_dtype, n_out, count, chunks, picked):
+    """The _ReducePass of these arguments: all of a pass but x's storage and offset follows from them."""
+    per_thread = chunks == 1 and count <= PER_THREAD_REDUCE
+    entry = "per_thread" if per_thread else "main"
+    key = ("reduce", op.name, in_dtype.name, out_dtype.name, picked, entry)
+    pack = REDUCE_PARAMS.packer(
+        outputs=n_out, count=count, chunks=chunks, span=-(-count // chunks), kept_ndim=len(kept),
+        reduced_ndim=len(dims), kept_shape=[shape[d] for d in kept], kept_strides=[strides[d] for d in kept],
+        reduced_shape=[shape[d] for d in dims], reduced_strides=[strides[d] for d in dims])
+    bindings = ("read_write", "read", "read") if picked else ("read_write", "read")
+    return _ReducePass((key, lambda: _reduce_source(op, in_dtype, out_dtype, picked), entry, bindings), pack,
+                       groups(n_out, REDUCE_THREADS) if per_thread else n_out * chunks)
+
+
+def _reduce_source(op, in_dtype, out_dtype, picked):
+    compute = "f32" if in_dtype.is_floating_point else "i32"
+    load = "byte_at(x[at >> 2u], at)" if in_dtype is dtypes.uint8 else "x[at]"
+    if picked:
+        picked_binding = "@group(0) @binding(3) var<storage, read> picked: array<i32>;"
+        index = "let c = picked[o * params.count + k];\n        if (c < 0) { continue; }\n        let j = u32(c);"
+    else:
+        picked_binding, index = "", "let j = k;"
+    return fill("reduce", REDUCE_PARAMS, includes=("workgroup",), threads=str(REDUCE_THREADS), compute=compute,
+                out_type=out_dtype.wgsl, in_type=in_dtype.wgsl, load=f"T({load})", lowest=LOWEST[compute],
+                highest=HIGHEST[compute], identity=op.identity, combine=op.combine,
+                result="i32(r.index)" if op.arg else f"{out_dtype.wgsl}(r.value)",
+                picked_binding=picked_binding, index=index)
