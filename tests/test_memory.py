@@ -136,10 +136,10 @@ def test_a_full_pool_keeps_the_sizes_in_use(runtime, monkeypatch, no_gc):
 
 def test_training_memory_is_flat(runtime, monkeypatch, no_gc):
     # an MLP trained with Adam on shuffled batches: after warm-up every step holds the same memory;
-    # the driver's cache of bind groups, which pooled buffers in new combinations keep adding to,
+    # the runtime's cache of bind groups, which pooled buffers in new combinations keep adding to,
     # starts over past its size (lowered here so that it does within the test)
     kept = int(rng().integers(100, 150))
-    monkeypatch.setattr(runtime.driver, "BIND_GROUPS_KEPT", kept)
+    monkeypatch.setattr(runtime.bind_groups, "kept", kept)
     n, features, classes = 512, 12, 4
     data = wg.data.TensorDataset(wg.tensor(randn(n, features), device=GPU),
                                  wg.tensor(rng().integers(0, classes, n).astype(np.int32), device=GPU))

@@ -1,37 +1,27 @@
-// The browser side of webgrad's WebGPU driver (py/webgrad/backends/webgpu/browser.py calls it).
+// The browser side of webgrad's WebGPU driver: browser.py calls it, and it translates those calls
+// to navigator.gpu. It decides nothing: the runtime (py/webgrad/backends/webgpu/runtime.py) sizes
+// buffers and the params arena, aligns reads and writes, and chooses which bind groups to make and
+// drop; GPU objects live here under the integer handles and ids it hands over.
 //
-// It mirrors the native driver (native.py): GPU objects live here and Python holds small
-// integer handles. Python crosses into JS with few, coarse calls: one per buffer upload or
-// readback, one per pipeline, and ONE per submit, carrying every queued dispatch as a params
-// blob (Uint8Array) and a flat Int32Array of records:
-//     [pipeline, paramsOffset, x, y, z, nBuffers, buffer handle × nBuffers] per dispatch.
-// Every kernel binds @binding(0) to a PARAMS_BYTES window of one shared "params arena", chosen
-// per dispatch with a dynamic offset; storage buffers follow at @binding(1), @binding(2), ...
+// Python crosses into JS with few, coarse calls: one per buffer upload or readback, one per
+// pipeline, and ONE per submit, carrying a params blob (Uint8Array) for the arena and a flat
+// Int32Array of records (see submit).
+// Every kernel binds @binding(0) to one params block of the arena, chosen per dispatch with a
+// dynamic offset; storage buffers follow at @binding(1), @binding(2), ...
 
-const PARAMS_BYTES = 256;
-const ARENA_MIN_BYTES = 64 * 1024;
-// Bind groups kept for reuse: pooled buffers meet in ever new combinations over a long run, so the
-// cache starts over past this size (at a submit, when no pass is using it).
-const GROUPS_KEPT = 16384;
 // The start of the message every call rejects with once the device is lost (browser.py looks for it).
 const LOST = 'device-lost: ';
-const RAISED_LIMITS = [  // raised from the WebGPU defaults to what the adapter offers, as natively
-  'maxStorageBufferBindingSize', 'maxBufferSize', 'maxStorageBuffersPerShaderStage',
-  'maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup',
-  'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupSizeY',
-];
-const REPORTED_LIMITS = [...RAISED_LIMITS, 'maxComputeWorkgroupsPerDimension', 'minStorageBufferOffsetAlignment'];
-const snake = (name) => name.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase());
 
 export class Bridge {
   constructor() {
     this.device = null;
     this.next = 1;
     this.buffers = new Map();     // handle -> GPUBuffer
-    this.pipelines = new Map();   // handle -> {pipeline, layout: GPUBindGroupLayout, bindings}
+    this.pipelines = new Map();   // handle -> {pipeline, layout: GPUBindGroupLayout}
     this.layouts = new Map();     // bindings "read_write,read" -> {group, pipeline} layouts
-    this.groups = new Map();      // "bindings|h1,h2" -> GPUBindGroup (all of them bind the arena)
-    this.groupsOf = new Map();    // buffer handle -> Set of keys in groups that bind it
+    this.groups = new Map();      // id -> GPUBindGroup (all of them bind the arena)
+    this.arena = null;            // the params arena
+    this.paramsBytes = 0;         // one dispatch's params block: what each bind group binds of the arena
     this.staging = null;          // MAP_READ buffer for readbacks, grown on demand
     this.onError = (message) => console.error(message);  // the worker shows device errors to the user
     this.lost = null;             // why the device was lost, once it is
@@ -44,24 +34,22 @@ export class Bridge {
     if (this.lost !== null) throw new Error(LOST + this.lost);
   }
 
-  // Finds the adapter and opens the device. Returns JSON {info, limits, isSoftware}, or rejects with a
-  // message a person can act on.
-  async init() {
+  // Finds the adapter and opens the device with the limits named in `raised` raised to what the
+  // adapter offers. Returns JSON {info, limits: the `reported` ones by name, isSoftware}, or rejects
+  // with a message a person can act on.
+  async init(raised, reported) {
     if (!navigator.gpu) throw new Error('no-webgpu: this browser does not expose WebGPU (navigator.gpu)');
     const adapter = await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
     if (!adapter) throw new Error('no-adapter: WebGPU is present but no GPU adapter is available');
-    const requiredLimits = {};
-    for (const k of RAISED_LIMITS) requiredLimits[k] = adapter.limits[k];
+    const requiredLimits = Object.fromEntries(raised.map((k) => [k, adapter.limits[k]]));
     this.device = await adapter.requestDevice({ label: 'webgrad', requiredLimits });
     this.device.lost.then((info) => {
       this.lost = info.message || info.reason || 'unknown reason';
       this.onLost(this.lost);
     });
     this.device.addEventListener('uncapturederror', (e) => this.onError(`WebGPU error: ${e.error.message}`));
-    this.arena = this.makeArena(ARENA_MIN_BYTES);
     const ai = adapter.info;
-    const limits = {};
-    for (const k of REPORTED_LIMITS) limits[snake(k)] = this.device.limits[k];
+    const limits = Object.fromEntries(reported.map((k) => [k, this.device.limits[k]]));
     return JSON.stringify({
       info: { name: ai.description || ai.device || ai.architecture || 'WebGPU adapter', vendor: ai.vendor,
               architecture: ai.architecture, backend: 'browser', adapter_type: ai.isFallbackAdapter ? 'CPU' : 'GPU' },
@@ -71,11 +59,7 @@ export class Bridge {
     });
   }
 
-  makeArena(size) {
-    return this.device.createBuffer({ label: 'webgrad-params', size, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
-  }
-
-  // ---- buffers (sizes and offsets arrive word-aligned: browser.py aligns them)
+  // ---- buffers (sizes and offsets arrive word-aligned: the runtime aligns them)
 
   createBuffer(size) {
     this.check();
@@ -107,17 +91,11 @@ export class Bridge {
     return out;
   }
 
-  destroyBuffer(handle) {
+  // groups: the ids of the bind groups that bind the buffer, which go with it.
+  destroyBuffer(handle, groups) {
     this.buffers.get(handle).destroy();   // frees the GPU memory now, not when JS collects the object
     this.buffers.delete(handle);
-    for (const key of this.groupsOf.get(handle) ?? []) {
-      this.groups.delete(key);
-      // unlink the group from its other buffers too, so long-lived buffers collect no dead keys
-      for (const other of key.split('|')[1].split(',')) {
-        if (Number(other) !== handle) this.groupsOf.get(Number(other))?.delete(key);
-      }
-    }
-    this.groupsOf.delete(handle);
+    for (const id of groups) this.groups.delete(id);
   }
 
   // ---- pipelines
@@ -155,56 +133,56 @@ export class Bridge {
       throw new Error(lines.length ? lines.join('\n') : (await moduleError)?.message ?? e.message);
     }
     const handle = this.next++;
-    this.pipelines.set(handle, { pipeline, bindings });
+    this.pipelines.set(handle, { pipeline, layout: layout.group });
     return handle;
   }
 
   // ---- execution
 
-  submit(params, records) {
+  // The params arena, replacing the last one (work already submitted keeps that alive).
+  createArena(size, paramsBytes) {
     this.check();
-    if (this.groups.size > GROUPS_KEPT) {
-      this.groups.clear();
-      this.groupsOf.clear();
+    this.arena = this.device.createBuffer({
+      label: 'webgrad-params', size, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST,
+    });
+    this.paramsBytes = paramsBytes;
+  }
+
+  forgetBindGroups() {
+    this.groups.clear();
+  }
+
+  // params: the arena's contents. records: first, up to groupsEnd, the bind groups to make,
+  //     [id, pipeline whose layout it has, n, buffer handle × n] each;
+  // then the dispatches, [pipeline, bind group id, params offset, x, y, z] each.
+  submit(params, records, groupsEnd) {
+    this.check();
+    for (let i = 0; i < groupsEnd;) {
+      const [id, pipeline, n] = records.subarray(i, i + 3);
+      this.groups.set(id, this.bindGroup(pipeline, records.subarray(i + 3, i + 3 + n)));
+      i += 3 + n;
     }
-    let needed = params.byteLength;
-    for (let i = 0; i < records.length; i += 6 + records[i + 5]) needed = Math.max(needed, records[i + 1] + PARAMS_BYTES);
-    if (needed > this.arena.size) {
-      // The old arena is only dropped: submitted work keeps it alive. Every cached group binds it.
-      this.arena = this.makeArena(2 ** Math.ceil(Math.log2(needed)));
-      this.groups.clear();
-      this.groupsOf.clear();
-    }
-    if (params.byteLength) this.device.queue.writeBuffer(this.arena, 0, params);
+    this.device.queue.writeBuffer(this.arena, 0, params);
     const encoder = this.device.createCommandEncoder();
     const pass = encoder.beginComputePass();
-    for (let i = 0; i < records.length;) {
-      const [pipelineHandle, offset, x, y, z, n] = records.subarray(i, i + 6);
-      const handles = records.subarray(i + 6, i + 6 + n);
-      i += 6 + n;
-      const { pipeline, bindings } = this.pipelines.get(pipelineHandle);
-      pass.setPipeline(pipeline);
-      pass.setBindGroup(0, this.bindGroup(bindings, handles), [offset]);
-      pass.dispatchWorkgroups(x, y, z);
+    let current = null;
+    for (let i = groupsEnd; i < records.length; i += 6) {
+      const pipeline = records[i];
+      if (pipeline !== current) {   // a run of one kernel (a common case) sets it once
+        pass.setPipeline(this.pipelines.get(pipeline).pipeline);
+        current = pipeline;
+      }
+      pass.setBindGroup(0, this.groups.get(records[i + 1]), [records[i + 2]]);
+      pass.dispatchWorkgroups(records[i + 3], records[i + 4], records[i + 5]);
     }
     pass.end();
     this.device.queue.submit([encoder.finish()]);
   }
 
-  bindGroup(bindings, handles) {
-    const key = `${bindings}|${handles.join(',')}`;
-    let group = this.groups.get(key);
-    if (!group) {
-      const entries = [{ binding: 0, resource: { buffer: this.arena, offset: 0, size: PARAMS_BYTES } }];
-      handles.forEach((h, i) => entries.push({ binding: i + 1, resource: { buffer: this.buffers.get(h) } }));
-      group = this.device.createBindGroup({ layout: this.layout(bindings).group, entries });
-      this.groups.set(key, group);
-      for (const h of handles) {
-        if (!this.groupsOf.has(h)) this.groupsOf.set(h, new Set());
-        this.groupsOf.get(h).add(key);
-      }
-    }
-    return group;
+  bindGroup(pipeline, handles) {
+    const entries = [{ binding: 0, resource: { buffer: this.arena, offset: 0, size: this.paramsBytes } }];
+    handles.forEach((h, i) => entries.push({ binding: i + 1, resource: { buffer: this.buffers.get(h) } }));
+    return this.device.createBindGroup({ layout: this.pipelines.get(pipeline).layout, entries });
   }
 
   async sync() {

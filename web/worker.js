@@ -27,17 +27,46 @@ let py = null;
 let playground = null;  // the Python module web/playground.py
 let session = null;     // a playground.Session: the script's namespace and the step count
 let source = '';        // the script the session came from; Reset runs it again
-let playing = false;
+
+// Training in chunks of steps, each chunk a task of the queue into Python, so that a Pause (stop)
+// or any other message gets in between chunks. One loop runs at a time: Pause, or a newer run,
+// ends it.
+class ChunkedLoop {
+  constructor(task) {
+    this.task = task;       // (async () => {...}) => Promise: runs it in the queue into Python
+    this.running = false;
+    this.generation = 0;    // the running loop's number
+  }
+
+  // Trains chunk(count) after chunk(count) until stopped: each returns the next one's step count.
+  // Resolves to whether this loop was still the latest when it ended (a newer one says nothing).
+  async run(chunk) {
+    this.running = true;
+    const me = ++this.generation;
+    const current = () => this.running && me === this.generation;
+    let count = 1;
+    while (current()) {
+      await this.task(async () => { if (current()) count = await chunk(count); });
+      await new Promise((resolve) => setTimeout(resolve, 0));  // let a Pause in
+    }
+    return me === this.generation;
+  }
+
+  stop() {
+    this.running = false;
+  }
+}
 
 // Python is entered through this one queue: a call suspended in run_sync (awaiting the GPU) lets
 // the event loop run, and a second Python call must not start then.
 let queue = Promise.resolve();
 const serial = (task) => (queue = queue.then(task).catch((e) => {
-  playing = false;
+  playLoop.stop();
   post('error', { text: e.message });
 }));
 // A Python call that may block on the GPU must go through callPromising (JSPI stack switching).
 const call = (fn, ...args) => fn.callPromising(...args);
+const playLoop = new ChunkedLoop(serial);
 
 async function start() {
   if (!navigator.gpu) {
@@ -86,7 +115,7 @@ async function fetchOk(path) {
 // Builds a new session from text (the controls' script, or the user's with Run); sends its points
 // and a first frame. Returns whether the script ran without an error.
 async function load(text, runMain) {
-  playing = false;
+  playLoop.stop();
   session?.destroy();
   source = text;
   session = await call(playground.Session, text, runMain);
@@ -108,27 +137,19 @@ async function frame() {
 
 // Play trains in chunks of steps, each followed by a frame. The chunk grows until training takes
 // two thirds of the time: a frame costs the same however many steps came before it.
-let loop = 0;  // the running play loop's number: Pause, or a newer loop, ends it
 async function play() {
-  if (playing || !session?.playable) return;
-  playing = true;
-  const me = ++loop;
-  post('state', { playing });
-  let perFrame = 1;
-  while (playing && me === loop) {
-    await serial(async () => {
-      if (!playing || me !== loop) return;
-      const t0 = performance.now();
-      await call(session.step, perFrame);
-      const t1 = performance.now();
-      await frame();
-      const stepMs = (t1 - t0) / perFrame;
-      const frameMs = performance.now() - t1;
-      perFrame = Math.max(1, Math.min(512, Math.round(Math.max(2 * frameMs, 60) / stepMs)));
-    });
-    await new Promise((resolve) => setTimeout(resolve, 0));  // let a Pause in
-  }
-  if (me === loop) post('state', { playing: false });
+  if (playLoop.running || !session?.playable) return;
+  post('state', { playing: true });
+  const latest = await playLoop.run(async (perFrame) => {
+    const t0 = performance.now();
+    await call(session.step, perFrame);
+    const t1 = performance.now();
+    await frame();
+    const stepMs = (t1 - t0) / perFrame;
+    const frameMs = performance.now() - t1;
+    return Math.max(1, Math.min(512, Math.round(Math.max(2 * frameMs, 60) / stepMs)));
+  });
+  if (latest) post('state', { playing: false });
 }
 
 // ---- the MNIST view
@@ -137,19 +158,18 @@ const MNIST_FILES = ['train-images-idx3-ubyte', 'train-labels-idx1-ubyte', 't10k
 let mnist = null;         // a mnist_view.View: the data on the GPU and the Trainer
 let mnistSettings = null; // the controls' settings of the current Trainer
 let mnistPlan = 0;        // the step count that Train stops at
-let mnistTraining = false;
 let mnistEvaluatedAt = -1; // the step count of the test accuracy shown
-let mnistLoop = 0;        // the running training loop's number, as for play()
 
 // An MNIST call through the queue; its error (a Python traceback) shows in the MNIST view as its last line.
 const mnistTask = (task) => serial(async () => {
   try {
     await task();
   } catch (e) {
-    mnistTraining = false;
+    mnistLoop.stop();
     post('mnist-error', { text: e.message.trim().split('\n').at(-1) });
   }
 });
+const mnistLoop = new ChunkedLoop(mnistTask);
 
 // A gzipped file of the site, decompressed as it streams in.
 async function gunzip(path) {
@@ -173,7 +193,7 @@ async function mnistEvaluate() {
 }
 
 async function mnistConfigure(settings) {
-  mnistTraining = false;
+  mnistLoop.stop();
   if (!mnist) await loadMnist();
   mnistSettings = settings;
   const { model, lr, batch, test, seed } = settings;  // the controls' strings
@@ -191,41 +211,34 @@ async function mnistConfigure(settings) {
 // message; the test set is evaluated every few seconds (at most a ninth of the time) and when
 // training stops, so that the accuracy shown is the model's.
 async function mnistTrain() {
-  if (mnistTraining || !mnist?.trainer) return;
+  if (mnistLoop.running || !mnist?.trainer) return;
   if (mnist.trainer.steps >= mnistPlan) mnistPlan = mnist.trainer.steps + Number(mnistSettings.steps);
-  mnistTraining = true;
-  const me = ++mnistLoop;
   post('mnist-state', { training: true, plan: mnistPlan });
-  let chunk = 1;
   let lastEval = performance.now();
   let evalMs = 0;
-  while (mnistTraining && me === mnistLoop) {
-    await mnistTask(async () => {
-      if (!mnistTraining || me !== mnistLoop) return;
-      const count = Math.min(chunk, mnistPlan - mnist.trainer.steps);
-      const t0 = performance.now();
-      const data = await call(mnist.trainer.step, count);
-      const stepMs = (performance.now() - t0) / count;
-      post('mnist-progress', { data, stepMs }, [data.buffer]);
-      chunk = Math.max(1, Math.min(500, Math.round(300 / stepMs)));
-      if (mnist.trainer.steps >= mnistPlan) mnistTraining = false;
-      else if (performance.now() - lastEval > Math.max(3000, 8 * evalMs)) {
-        const t1 = performance.now();
-        await mnistEvaluate();
-        lastEval = performance.now();
-        evalMs = lastEval - t1;
-      }
-    });
-    await new Promise((resolve) => setTimeout(resolve, 0));  // let a Pause in
-  }
-  if (me === mnistLoop) {
+  const latest = await mnistLoop.run(async (chunk) => {
+    const count = Math.min(chunk, mnistPlan - mnist.trainer.steps);
+    const t0 = performance.now();
+    const data = await call(mnist.trainer.step, count);
+    const stepMs = (performance.now() - t0) / count;
+    post('mnist-progress', { data, stepMs }, [data.buffer]);
+    if (mnist.trainer.steps >= mnistPlan) mnistLoop.stop();
+    else if (performance.now() - lastEval > Math.max(3000, 8 * evalMs)) {
+      const t1 = performance.now();
+      await mnistEvaluate();
+      lastEval = performance.now();
+      evalMs = lastEval - t1;
+    }
+    return Math.max(1, Math.min(500, Math.round(300 / stepMs)));
+  });
+  if (latest) {
     await mnistTask(async () => { if (mnistEvaluatedAt !== mnist.trainer.steps) await mnistEvaluate(); });
     post('mnist-state', { training: false, plan: mnistPlan });
   }
 }
 
 async function mnistLoadWeights(data, name) {
-  mnistTraining = false;
+  mnistLoop.stop();
   const model = await call(mnist.load_weights, data, name);
   mnistSettings.model = model;
   mnistPlan = 0;
@@ -237,7 +250,7 @@ async function mnistLoadWeights(data, name) {
 const mnistMessages = {
   'mnist-configure': ({ settings }) => mnistTask(() => mnistConfigure(settings)),
   'mnist-train': () => queue.then(mnistTrain),  // after a pending configure
-  'mnist-pause': () => { mnistTraining = false; },
+  'mnist-pause': () => mnistLoop.stop(),
   'mnist-predict': ({ pixels }) => mnistTask(async () => {
     if (!mnist?.trainer) return;
     const data = await call(mnist.trainer.predict, pixels);
@@ -253,7 +266,7 @@ const mnistMessages = {
 onmessage = ({ data: msg }) => {
   if (!py) return;
   if (mnistMessages[msg.type]) mnistMessages[msg.type](msg);
-  else if (msg.type === 'pause') playing = false;
+  else if (msg.type === 'pause') playLoop.stop();
   else if (msg.type === 'play') queue.then(play);  // after a pending load
   else if (msg.type === 'step') serial(async () => {
     if (!session?.playable) return;

@@ -1,8 +1,10 @@
-"""Browser WebGPU driver (Pyodide): the NativeDriver interface, over web/bridge.js and navigator.gpu.
+"""Browser WebGPU driver (Pyodide): the driver interface of runtime.py, over web/bridge.js and
+navigator.gpu.
 
 The page's worker registers {bridge: new Bridge()} (web/bridge.js) as the JS module
-`webgrad_bridge` before webgrad is imported. Calls into JS are coarse: one per buffer upload, readback or pipeline, and one per
-submit carrying every queued dispatch (the params blob plus a flat int32 array of records).
+`webgrad_bridge` before webgrad is imported. Calls into JS cost much more than Python calls, so
+they are coarse: one per buffer upload, readback or pipeline, and one per submit carrying
+everything it needs (the params blob and one Int32Array of records, see submit).
 
 WebGPU's readbacks, device requests and pipeline compiles are async in the browser. They are
 awaited here with pyodide.ffi.run_sync (JS Promise Integration), so `.item()` stays synchronous;
@@ -16,13 +18,15 @@ from pyodide.ffi import JsException, run_sync, to_js
 
 import webgrad_bridge
 
-from .runtime import DeviceLost, word_aligned
+from .runtime import PARAMS_BYTES, RAISED_LIMITS, REPORTED_LIMITS, DeviceLost
 
 _LOST = "device-lost: "   # how bridge.js starts every error once the device is lost
 
 
-def _align4(n):
-    return (n + 3) & ~3
+def _js_name(limit):
+    """max_buffer_size -> maxBufferSize, as GPUSupportedLimits spells it."""
+    first, *rest = limit.split("_")
+    return first + "".join(word.capitalize() for word in rest)
 
 
 def _python_error(e, what="webgrad: "):
@@ -49,30 +53,25 @@ def _await(promise_fn, *args):
 class BrowserDriver:
     def __init__(self):
         self._bridge = webgrad_bridge.bridge
-        init = json.loads(_await(self._bridge.init))
+        raised, reported = ([_js_name(k) for k in names] for names in (RAISED_LIMITS, REPORTED_LIMITS))
+        init = json.loads(_await(self._bridge.init, to_js(raised), to_js(reported)))
         self.info = init["info"]
-        self.limits = init["limits"]
+        self.limits = {k: init["limits"][_js_name(k)] for k in REPORTED_LIMITS}
         self.is_software = init["isSoftware"]
 
     # ---- buffers
 
     def create_buffer(self, size):
-        return _call(self._bridge.createBuffer, max(4, _align4(size)))
+        return _call(self._bridge.createBuffer, size)
 
     def write_buffer(self, handle, offset, data):
-        start, data = word_aligned(offset, data, lambda at: self.read_buffer(handle, at, 4))
-        if data:
-            _call(self._bridge.writeBuffer, handle, start, to_js(data))
+        _call(self._bridge.writeBuffer, handle, offset, to_js(data))
 
     def read_buffer(self, handle, offset, size):
-        if size == 0:
-            return b""
-        start, end = offset & ~3, _align4(offset + size)
-        data = _await(self._bridge.readBuffer, handle, start, end - start).to_bytes()
-        return data[offset - start : offset - start + size]
+        return _await(self._bridge.readBuffer, handle, offset, size).to_bytes()
 
-    def destroy_buffer(self, handle):
-        self._bridge.destroyBuffer(handle)
+    def destroy_buffer(self, handle, bind_groups):
+        self._bridge.destroyBuffer(handle, to_js(bind_groups))
 
     # ---- pipelines
 
@@ -84,16 +83,22 @@ class BrowserDriver:
 
     # ---- execution
 
-    def submit(self, params, dispatches):
-        if not dispatches:
-            return
+    def create_arena(self, size):
+        _call(self._bridge.createArena, size, PARAMS_BYTES)
+
+    def forget_bind_groups(self):
+        self._bridge.forgetBindGroups()
+
+    def submit(self, params, new_bind_groups, dispatches):
+        # records: [id, pipeline, n, buffer handle × n] per new bind group, then from `groups_end`
+        # [pipeline, bind group, params offset, x, y, z] per dispatch
         records = array.array("i")
-        for pipeline, buffers, params_offset, (x, y, z) in dispatches:
-            records.extend((pipeline, params_offset, x, y, z, len(buffers)))
-            records.extend(buffers)
-        if len(params) % 4:
-            params = bytes(params) + bytes(4 - len(params) % 4)
-        _call(self._bridge.submit, to_js(memoryview(params)), to_js(records))
+        for group, pipeline, buffers in new_bind_groups:
+            records.extend((group, pipeline, len(buffers), *buffers))
+        groups_end = len(records)
+        for pipeline, group, params_offset, (x, y, z) in dispatches:
+            records.extend((pipeline, group, params_offset, x, y, z))
+        _call(self._bridge.submit, to_js(memoryview(params)), to_js(records), groups_end)
 
     def sync(self):
         _await(self._bridge.sync)

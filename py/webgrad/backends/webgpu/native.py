@@ -1,12 +1,7 @@
-"""Native WebGPU driver (wgpu-py): the thin layer under webgrad's WebGPU runtime.
+"""Native WebGPU driver (wgpu-py): the driver interface of runtime.py, translated to wgpu-py.
 
-The runtime plans everything (kernels, buffers, parameter packing); this driver only owns the GPU
-objects and hands out small integer handles for them, so that the browser's JS bridge can implement
-the very same interface.
-
-Every kernel's @group(0) @binding(0) is `var<storage, read> p: array<u32>`: a PARAMS_BYTES window
-into one shared "params arena" buffer, selected per dispatch with a dynamic offset. Storage buffers
-follow at @binding(1), @binding(2), ...
+The runtime decides everything (buffers, alignment, the params arena's size, which bind groups to
+make and drop); this driver owns the GPU objects behind the runtime's integer handles and ids.
 """
 
 import functools
@@ -16,33 +11,8 @@ import re
 import wgpu
 from wgpu.backends.wgpu_native._ffi import ffi as _ffi, lib as _lib
 
-from .runtime import DeviceLost, word_aligned
+from .runtime import PARAMS_BYTES, RAISED_LIMITS, REPORTED_LIMITS, DeviceLost
 
-PARAMS_BYTES = 256  # one dispatch's parameter block (256 is also the largest legal offset alignment)
-
-_ARENA_MIN_BYTES = 64 * 1024
-
-# Raised from the WebGPU defaults to whatever the adapter supports; nothing else is requested.
-_RAISED_LIMITS = (
-    "max-storage-buffer-binding-size",
-    "max-buffer-size",
-    "max-storage-buffers-per-shader-stage",
-    "max-compute-workgroup-storage-size",
-    "max-compute-invocations-per-workgroup",
-    "max-compute-workgroup-size-x",
-    "max-compute-workgroup-size-y",
-)
-_REPORTED_LIMITS = (
-    "max-storage-buffer-binding-size",
-    "max-buffer-size",
-    "max-compute-workgroups-per-dimension",
-    "max-storage-buffers-per-shader-stage",
-    "max-compute-invocations-per-workgroup",
-    "max-compute-workgroup-storage-size",
-    "max-compute-workgroup-size-x",
-    "max-compute-workgroup-size-y",
-    "min-storage-buffer-offset-alignment",
-)
 _BUFFER_TYPES = {"read": wgpu.BufferBindingType.read_only_storage, "read_write": wgpu.BufferBindingType.storage}
 
 _NO_ADAPTER = (
@@ -52,8 +22,9 @@ _NO_ADAPTER = (
 )
 
 
-def _align4(n):
-    return (n + 3) & ~3
+def _wgpu_name(limit):
+    """max_buffer_size -> max-buffer-size, as wgpu-py spells it."""
+    return limit.replace("_", "-")
 
 
 # wgpu-py 0.32 does not implement GPUDevice.lost and only logs wgpu-native's lost callback; a call on
@@ -80,10 +51,6 @@ def _on_device(method):
 
 
 class NativeDriver:
-    # Bind groups kept for reuse. Pooled buffers meet in ever new combinations over a long run, so
-    # the cache starts over when it is past this size (at a submit, when no pass is using it).
-    BIND_GROUPS_KEPT = 16384
-
     def __init__(self):
         try:
             adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
@@ -92,7 +59,7 @@ class NativeDriver:
         if adapter is None:
             raise RuntimeError(_NO_ADAPTER)
         self._device = adapter.request_device_sync(
-            label="webgrad", required_limits={k: adapter.limits[k] for k in _RAISED_LIMITS}
+            label="webgrad", required_limits={_wgpu_name(k): adapter.limits[_wgpu_name(k)] for k in RAISED_LIMITS}
         )
         self._queue = self._device.queue
 
@@ -106,18 +73,16 @@ class NativeDriver:
         }
         self.is_software = ai["adapter_type"] == "CPU"  # lavapipe / SwiftShader
         self.lost = None  # why the device was lost, once it is
-        self.limits = {k.replace("-", "_"): self._device.limits[k] for k in _REPORTED_LIMITS}
+        self.limits = {k: self._device.limits[_wgpu_name(k)] for k in REPORTED_LIMITS}
 
         self._handles = itertools.count(1)
         self._buffers = {}  # handle -> GPUBuffer
-        self._pipelines = {}  # handle -> (GPUComputePipeline, bindings)
+        self._pipelines = {}  # handle -> GPUComputePipeline
+        self._layout_of = {}  # pipeline handle -> its GPUBindGroupLayout
         self._layouts = {}  # bindings -> (GPUBindGroupLayout, GPUPipelineLayout)
-        self._bind_groups = {}  # (bindings, buffer handles) -> GPUBindGroup; all of them bind the arena
-        self._bind_groups_of = {}  # buffer handle -> set of _bind_groups keys that use it
+        self._bind_groups = {}  # id -> GPUBindGroup (all of them bind the arena)
         self._fence = self._device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
-        self._arena = self._device.create_buffer(
-            label="webgrad-params", size=_ARENA_MIN_BYTES, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST
-        )
+        self._arena = None
 
     # ---- buffers
 
@@ -125,41 +90,28 @@ class NativeDriver:
     def create_buffer(self, size):
         handle = next(self._handles)
         self._buffers[handle] = self._device.create_buffer(
-            size=max(4, _align4(size)),
-            usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST,
+            size=size, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
         )
         return handle
 
     @_on_device
     def write_buffer(self, handle, offset, data):
-        start, data = word_aligned(offset, data, lambda at: self.read_buffer(handle, at, 4))
-        if data:
-            self._queue.write_buffer(self._buffers[handle], start, data)
+        self._queue.write_buffer(self._buffers[handle], offset, data)
 
     @_on_device
     def read_buffer(self, handle, offset, size):
-        if size == 0:
-            return b""
-        start, end = offset & ~3, _align4(offset + size)  # copies must be word-aligned too
-        data = self._queue.read_buffer(self._buffers[handle], start, end - start)
-        return data[offset - start : offset - start + size]
+        return self._queue.read_buffer(self._buffers[handle], offset, size)
 
-    def destroy_buffer(self, handle):
+    def destroy_buffer(self, handle, bind_groups):
         self._buffers.pop(handle).destroy()
-        for key in self._bind_groups_of.pop(handle, ()):
-            del self._bind_groups[key]
-            # Unlink the group from its other buffers too, or a long-lived buffer (a weight bound
-            # with ever-new temporaries) would collect dead keys forever.
-            for other in key[1]:
-                if other != handle:
-                    self._bind_groups_of[other].discard(key)
+        for group in bind_groups:
+            del self._bind_groups[group]
 
     # ---- pipelines
 
     @_on_device
     def create_pipeline(self, label, wgsl, entry, bindings):
-        bindings = tuple(bindings)
-        _, pipeline_layout = self._layout(bindings)
+        group_layout, pipeline_layout = self._layout(tuple(bindings))
         # wgpu-native validates synchronously and wgpu-py raises the error from the failing call
         # (a GPUValidationError carrying naga's diagnostic), so catching is enough to never hand
         # out a broken pipeline.
@@ -173,7 +125,8 @@ class NativeDriver:
                 raise
             raise RuntimeError(str(e)) from e   # the runtime names the kernel
         handle = next(self._handles)
-        self._pipelines[handle] = (pipeline, bindings)
+        self._pipelines[handle] = pipeline
+        self._layout_of[handle] = group_layout
         return handle
 
     def _layout(self, bindings):
@@ -192,18 +145,28 @@ class NativeDriver:
     # ---- execution
 
     @_on_device
-    def submit(self, params, dispatches):
-        if not dispatches:
-            return
-        if len(params) % 4:
-            params = bytes(params) + bytes(4 - len(params) % 4)
-        needed = max(len(params), max(d[2] for d in dispatches) + PARAMS_BYTES)
-        if needed > self._arena.size:
-            self._grow_arena(needed)
-        if params:
-            self._queue.write_buffer(self._arena, 0, params)
-        if len(self._bind_groups) > self.BIND_GROUPS_KEPT:
-            self._forget_bind_groups()
+    def create_arena(self, size):
+        # The old arena is just dropped: work already submitted keeps it alive until it completes.
+        self._arena = self._device.create_buffer(
+            label="webgrad-params", size=size, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST
+        )
+
+    def forget_bind_groups(self):
+        self._bind_groups.clear()
+
+    def _bind_group(self, pipeline_handle, buffer_handles):
+        entries = [{"binding": 0, "resource": {"buffer": self._arena, "offset": 0, "size": PARAMS_BYTES}}]
+        entries += [
+            {"binding": i, "resource": self._buffers[h]}  # a bare buffer binds its whole size
+            for i, h in enumerate(buffer_handles, start=1)
+        ]
+        return self._device.create_bind_group(layout=self._layout_of[pipeline_handle], entries=entries)
+
+    @_on_device
+    def submit(self, params, new_bind_groups, dispatches):
+        for group, pipeline_handle, buffer_handles in new_bind_groups:
+            self._bind_groups[group] = self._bind_group(pipeline_handle, buffer_handles)
+        self._queue.write_buffer(self._arena, 0, params)
 
         encoder = self._device.create_command_encoder()
         cpass = encoder.begin_compute_pass()
@@ -215,45 +178,15 @@ class NativeDriver:
         set_bind_group = _lib.wgpuComputePassEncoderSetBindGroup
         dispatch = _lib.wgpuComputePassEncoderDispatchWorkgroups
         pipelines, bind_groups, current = self._pipelines, self._bind_groups, None
-        for pipeline_handle, buffer_handles, params_offset, (x, y, z) in dispatches:
-            pipeline, bindings = pipelines[pipeline_handle]
+        for pipeline_handle, group, params_offset, (x, y, z) in dispatches:
             if pipeline_handle != current:   # a run of one kernel (a common case) sets it once
-                set_pipeline(pass_ptr, pipeline._internal)
+                set_pipeline(pass_ptr, pipelines[pipeline_handle]._internal)
                 current = pipeline_handle
-            group = bind_groups.get((bindings, buffer_handles)) or self._bind_group(bindings, buffer_handles)
             offset[0] = params_offset
-            set_bind_group(pass_ptr, 0, group._internal, 1, offset)
+            set_bind_group(pass_ptr, 0, bind_groups[group]._internal, 1, offset)
             dispatch(pass_ptr, x, y, z)
         cpass.end()
         self._queue.submit([encoder.finish()])
-
-    def _grow_arena(self, needed):
-        # The old arena is just dropped: work already submitted keeps it alive until it completes.
-        self._arena = self._device.create_buffer(
-            label="webgrad-params",
-            size=1 << (needed - 1).bit_length(),
-            usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST,
-        )
-        self._forget_bind_groups()   # every cached bind group binds the old arena
-
-    def _forget_bind_groups(self):
-        self._bind_groups.clear()
-        self._bind_groups_of.clear()
-
-    def _bind_group(self, bindings, buffer_handles):
-        key = (bindings, buffer_handles)
-        group = self._bind_groups.get(key)
-        if group is None:
-            entries = [{"binding": 0, "resource": {"buffer": self._arena, "offset": 0, "size": PARAMS_BYTES}}]
-            entries += [
-                {"binding": i, "resource": self._buffers[h]}  # a bare buffer binds its whole size
-                for i, h in enumerate(buffer_handles, start=1)
-            ]
-            group = self._device.create_bind_group(layout=self._layout(bindings)[0], entries=entries)
-            self._bind_groups[key] = group
-            for h in buffer_handles:
-                self._bind_groups_of.setdefault(h, set()).add(key)
-        return group
 
     @_on_device
     def sync(self):

@@ -1,16 +1,51 @@
-"""The WebGPU runtime shared by both drivers (native wgpu-py and the browser bridge).
+"""The WebGPU runtime shared by both drivers (native wgpu-py and the browser bridge): the policy, once.
 
 It owns what makes GPU work cheap: compiled pipelines cached by kernel key, a buffer pool by
-size class, and a queue of dispatches that is encoded into one compute pass and one submit
-when a value is read or the queue is long. Each dispatch's parameters are 64 u32 words in one
-shared arena that the driver uploads with the batch.
+size class, bind groups cached by what they bind, and a queue of dispatches that is encoded into
+one compute pass and one submit when a value is read or the queue is long. Each dispatch's
+parameters are one PARAMS_BYTES block in a shared "params arena" buffer, uploaded with the batch;
+every kernel binds it at @binding(0) with a dynamic offset, and its storage buffers at
+@binding(1), @binding(2), ...
+
+A driver (native.py, browser.py over web/bridge.js) only translates these calls to its WebGPU and
+decides nothing; GPU objects stay on its side, named by the integer handles and ids below:
+    info, limits (REPORTED_LIMITS, by these names), is_software
+    create_buffer(size) -> handle                      size: a multiple of 4
+    write_buffer(handle, offset, data)                 offset and len(data): multiples of 4
+    read_buffer(handle, offset, size) -> bytes         likewise
+    destroy_buffer(handle, bind_groups)                the bind groups (ids) that bind it go too
+    create_pipeline(label, wgsl, entry, bindings) -> handle   bindings: "read" | "read_write" each
+    create_arena(size)                                 the params arena, replacing the last one
+    forget_bind_groups()                               drop every bind group
+    submit(params, new_bind_groups, dispatches)        first make the new bind groups, each
+        (id, pipeline handle whose layout it has, buffer handles); then upload params at the
+        arena's start and run the dispatches, each (pipeline, bind group id, params offset,
+        (x, y, z)), in one compute pass and one submit
+    sync()                                             wait for the submitted work
 """
 import functools
+import itertools
 import struct
 from collections import defaultdict
 
-PARAMS_BYTES = 256
+PARAMS_BYTES = 256   # one dispatch's parameter block (256 is also the largest legal offset alignment)
 PARAMS_WORDS = PARAMS_BYTES // 4
+ARENA_MIN_BYTES = 64 << 10   # 256 dispatches' parameters: eager work (MAX_QUEUED) never grows it
+# Bind groups kept for reuse. Pooled buffers meet in ever new combinations over a long run, so the
+# cache starts over when it is past this size (after a submit, when no queued work uses them).
+BIND_GROUPS_KEPT = 16384
+# Raised from the WebGPU defaults to what the adapter offers; nothing else is requested.
+RAISED_LIMITS = (
+    "max_storage_buffer_binding_size",
+    "max_buffer_size",
+    "max_storage_buffers_per_shader_stage",
+    "max_compute_workgroup_storage_size",
+    "max_compute_invocations_per_workgroup",
+    "max_compute_workgroup_size_x",
+    "max_compute_workgroup_size_y",
+)
+# What the runtime and the kernels read of the device's limits: the raised ones and two defaults.
+REPORTED_LIMITS = RAISED_LIMITS + ("max_compute_workgroups_per_dimension", "min_storage_buffer_offset_alignment")
 # A queue this long is submitted without waiting for a read, so the GPU works while Python queues
 # more (a training loop that reads its loss every 10 steps left the GPU idle while it queued 10
 # steps: on an H100 the replayed CNN step ran 2.1x PyTorch's speed with 1024, 3.0x with 32 or 128).
@@ -51,6 +86,19 @@ def word_aligned(offset, data, read_word):
     return start, span
 
 
+def word_window(offset, nbytes):
+    """(start, size): the whole 4-byte words that hold bytes [offset, offset + nbytes), which is
+    all WebGPU copies out of a buffer."""
+    start = offset & ~3
+    return start, ((offset + nbytes + 3) & ~3) - start
+
+
+def arena_size(nbytes):
+    """The params arena that holds nbytes: a power of two, so that it grows rarely (a new arena
+    costs every bind group, as they all bind it)."""
+    return max(ARENA_MIN_BYTES, 1 << (nbytes - 1).bit_length())
+
+
 @functools.lru_cache(maxsize=4096)
 def _size_class(nbytes):
     """Round up to 256 bytes, then to a quarter of the next power of two, so buffers are reused."""
@@ -86,6 +134,52 @@ class Recording:
         self.storages = set()
 
 
+class BindGroups:
+    """The bind groups the driver holds, by what they bind: the arena and one combination of
+    buffers, for every kernel of one layout. Ids are handed out here; the driver makes each group at
+    the submit that first uses it (take_new) and drops it when told. Groups are forgotten only
+    between submits, when no queued dispatch names them: those of a buffer when it is destroyed,
+    and all of them when the arena is replaced or they are more than `kept`."""
+
+    def __init__(self, kept=BIND_GROUPS_KEPT):
+        self.kept = kept
+        self.ids = {}                       # (bindings, buffer handles) -> id
+        self._new = []                      # (id, pipeline, buffer handles) the driver has yet to make
+        self._of_buffer = defaultdict(set)  # buffer handle -> keys of the groups that bind it
+        self._next_id = itertools.count(1)
+
+    def __len__(self):
+        return len(self.ids)
+
+    def add(self, key, pipeline):
+        """The id of a new group for key, made with pipeline's layout at the next submit."""
+        group = self.ids[key] = next(self._next_id)
+        self._new.append((group, pipeline, key[1]))
+        for handle in key[1]:
+            self._of_buffer[handle].add(key)
+        return group
+
+    def take_new(self):
+        new, self._new = self._new, []
+        return new
+
+    def forget_buffer(self, handle):
+        """The ids of the groups that bind a buffer about to be destroyed, forgotten."""
+        keys = self._of_buffer.pop(handle, ())
+        for key in keys:
+            # unlinked from its other buffers too, or a long-lived buffer (a weight bound with
+            # ever-new temporaries) would collect dead keys forever
+            for other in key[1]:
+                if other != handle:
+                    self._of_buffer[other].discard(key)
+        return [self.ids.pop(key) for key in keys]
+
+    def clear(self):
+        assert not self._new, "bind groups forgotten while queued work uses them"
+        self.ids.clear()
+        self._of_buffer.clear()
+
+
 class Runtime:
     def __init__(self, driver):
         self.driver = driver
@@ -95,9 +189,13 @@ class Runtime:
         self._asked = {}                   # size class -> when it was last allocated (the count of allocs then)
         self._allocs = 0
         self._released = []                # freed since the last submit: queued work may still use them
-        self._queue = []
+        self._queue = []                   # (pipeline, bind group id, params offset, grid)
         self._params = bytearray()
         self._recording = None
+        self._layout_of = {}               # pipeline -> its bindings: kernels of one layout share bind groups
+        self.bind_groups = BindGroups()
+        self._arena_bytes = ARENA_MIN_BYTES
+        driver.create_arena(ARENA_MIN_BYTES)
         self.live_buffers = self.live_bytes = self.pool_bytes = self.peak_bytes = 0
         # A tensor's buffer is bound whole by the kernels that read it, so it may be no larger.
         self.max_tensor_bytes = min(self.limits["max_storage_buffer_binding_size"], self.limits["max_buffer_size"])
@@ -144,7 +242,13 @@ class Runtime:
         if self._recording is not None:
             self._recording.writes.append((storage, bytes(data)))
             self._recording.storages.add(storage)
-        self.driver.write_buffer(storage.handle, 0, data)
+        self._upload(storage.handle, data)
+
+    def _upload(self, handle, data):
+        """Write data at the buffer's start, widened to whole words (all WebGPU writes)."""
+        start, data = word_aligned(0, data, lambda at: self.driver.read_buffer(handle, at, 4))
+        if data:
+            self.driver.write_buffer(handle, start, data)
 
     def read(self, storage, offset, nbytes):
         if self._recording is not None:
@@ -152,15 +256,21 @@ class Runtime:
                                ".numpy(), printing) while it is recorded: the replays would not read them; "
                                "return the tensor and read it after the call")
         self.flush()
-        return self.driver.read_buffer(storage.handle, offset, nbytes)
+        if nbytes == 0:
+            return b""
+        start, size = word_window(offset, nbytes)
+        return self.driver.read_buffer(storage.handle, start, size)[offset - start: offset - start + nbytes]
 
     def empty_pool(self):
         self.flush()
         for handles in self._free.values():
             for handle in handles:
-                self.driver.destroy_buffer(handle)
+                self._destroy(handle)
         self._free.clear()
         self.pool_bytes = 0
+
+    def _destroy(self, handle):
+        self.driver.destroy_buffer(handle, self.bind_groups.forget_buffer(handle))
 
     # ---- kernels ----
     def pipeline(self, key, make_source, entry="main", bindings=("read_write", "read")):
@@ -175,6 +285,7 @@ class Runtime:
                 raise RuntimeError(f"webgpu: kernel {key} (shaders/{key[0]}.wgsl, entry point '{entry}') "
                                    f"failed to compile:\n{e}") from None
             self._pipelines[key] = handle
+            self._layout_of[handle] = tuple(bindings)
         return handle
 
     def dispatch(self, pipeline, storages, words, groups, refresh=None):
@@ -185,9 +296,13 @@ class Runtime:
             raise RuntimeError(f"webgpu: kernel parameters exceed {PARAMS_WORDS} words "
                                f"(too many dimensions?)")
         offset = len(self._params)
+        if offset + PARAMS_BYTES > self._arena_bytes:
+            self._grow_arena(PARAMS_BYTES)
+            offset = len(self._params)   # 0: the queue went with the old arena
         self._params += _BLOCKS[len(words)].pack(*words)
         handles, grid = tuple([s.handle for s in storages]), self._grid(groups)
-        self._queue.append((pipeline, handles, offset, grid))
+        key, bind_groups = (self._layout_of[pipeline], handles), self.bind_groups
+        self._queue.append((pipeline, bind_groups.ids.get(key) or bind_groups.add(key, pipeline), offset, grid))
         if self._recording is not None:
             recording = self._recording
             if refresh is not None:
@@ -211,11 +326,26 @@ class Runtime:
             raise RuntimeError(f"webgpu: {groups} workgroups exceed what one dispatch can address")
         return (per_dim, rows, 1)
 
+    def _grow_arena(self, nbytes):
+        """Room for nbytes more parameters: a larger arena. The queued work binds the current one, so
+        it is submitted first; the new one holds both, so that a loop queuing the same finds room."""
+        needed = len(self._params) + nbytes
+        self.flush()
+        self._arena_bytes = arena_size(needed)
+        self._forget_bind_groups()   # they bind the old arena
+        self.driver.create_arena(self._arena_bytes)
+
+    def _forget_bind_groups(self):
+        self.bind_groups.clear()
+        self.driver.forget_bind_groups()
+
     def flush(self):
         if self._queue:
-            self.driver.submit(bytes(self._params), self._queue)
+            self.driver.submit(bytes(self._params), self.bind_groups.take_new(), self._queue)
             self._queue = []
             self._params = bytearray()
+            if len(self.bind_groups) > self.bind_groups.kept:
+                self._forget_bind_groups()
         # submitted: later work (and buffer uploads, which the queue orders after it) may reuse these
         for size, handle in self._released:
             self._free[size].append(handle)
@@ -231,7 +361,7 @@ class Runtime:
         for size in sorted(self._free, key=lambda s: self._asked.get(s, 0)):
             handles = self._free[size]
             while handles and self.pool_bytes > self.pool_limit:
-                self.driver.destroy_buffer(handles.pop(0))
+                self._destroy(handles.pop(0))
                 self.pool_bytes -= size
             if self.pool_bytes <= self.pool_limit:
                 return
@@ -254,14 +384,18 @@ class Runtime:
         """Queue a recording's work again: the same kernels on the same buffers, with fresh words
         where the recording asked for them."""
         for storage, data in recording.writes:
-            self.driver.write_buffer(storage.handle, 0, data)
+            self._upload(storage.handle, data)
+        if len(self._params) + len(recording.params) > self._arena_bytes:
+            self._grow_arena(len(recording.params))
         base = len(self._params)
         self._params += recording.params
         for index, words_fn in recording.refresh:
             words = words_fn()
             _BLOCKS[len(words)].pack_into(self._params, base + index * PARAMS_BYTES, *words)
-        self._queue += [(pipeline, handles, base + i * PARAMS_BYTES, grid)
-                        for i, (pipeline, handles, grid) in enumerate(recording.dispatches)]
+        layout_of, bind_groups, ids, queue = self._layout_of, self.bind_groups, self.bind_groups.ids, self._queue
+        for i, (pipeline, handles, grid) in enumerate(recording.dispatches):
+            key = (layout_of[pipeline], handles)
+            queue.append((pipeline, ids.get(key) or bind_groups.add(key, pipeline), base + i * PARAMS_BYTES, grid))
         if len(self._queue) >= MAX_QUEUED:
             self.flush()
 
