@@ -15,7 +15,7 @@ import types
 import numpy as np
 import pytest
 
-from webgrad.backends.webgpu import runtime as runtime_module
+from webgrad.backends.webgpu import bind_groups as bind_groups_module, runtime as runtime_module
 from webgrad.backends.webgpu.native import NativeDriver
 from webgrad.backends.webgpu.runtime import (ARENA_MIN_BYTES, MAX_QUEUED, PARAMS_BYTES, RAISED_LIMITS,
                                              REPORTED_LIMITS, Runtime, f32_bits, word_aligned, word_window)
@@ -592,7 +592,7 @@ def test_kernels_through_a_growing_arena_and_evicted_groups(native):
         check(outs[-1], a * np.float32(scale) + b, f"round {round_}")
         assert len(native.driver._bind_groups) <= kept, tag(f"round {round_}")
         _consistent(native)
-    native.bind_groups.kept = runtime_module.BIND_GROUPS_KEPT
+    native.bind_groups.kept = bind_groups_module.BIND_GROUPS_KEPT
     del outs
     native.empty_pool()      # their groups go with them
     _consistent(native)

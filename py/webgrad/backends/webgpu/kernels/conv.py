@@ -29,8 +29,8 @@ class ConvKernels:
         n, c, h, w = in_shape
         co, _, kh, kw = weight.shape
         weight_t = MatmulOperand(weight.storage, ("split_k", kh * kw), True, False,
-                                 {"offset": weight.offset, "row_stride": kh * kw, "k1_stride": c * kh * kw, "k2_stride": 1},
-                                 [0])
+                                 {"offset": weight.offset, "row_stride": kh * kw, "k1_stride": c * kh * kw,
+                                  "k2_stride": 1}, [0])
         windows = _window_operand(grad, (-padding[0], -padding[1]),
                                   ((co, kh, kw), (grad.strides[1], -dilation[0], -dilation[1])),
                                   ((1, h, w), (0, 1, 1)), [grad.strides[0]], along_k=False)

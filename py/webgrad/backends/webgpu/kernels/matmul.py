@@ -145,7 +145,8 @@ def _tile_loader(x, form, cols_fast, wide):
                 f"let iy = {f}y0 + i32(kk / {kx} % {ky}) * {f}k_y_step + i32(nn / {nx} % {ny}) * {f}n_y_step;",
                 f"let ix = {f}x0 + i32(kk % {kx}) * {f}k_x_step + i32(nn % {nx}) * {f}n_x_step;",
                 f"let at_rc = at + kk / ({ky} * {kx}) * {f}k_c_stride + nn / ({ny} * {nx}) * {f}n_c_stride"
-                f" + u32(clamp(iy, 0, i32({f}height) - 1)) * {f}y_stride + u32(clamp(ix, 0, i32({f}width) - 1)) * {f}x_stride;"]
+                f" + u32(clamp(iy, 0, i32({f}height) - 1)) * {f}y_stride"
+                f" + u32(clamp(ix, 0, i32({f}width) - 1)) * {f}x_stride;"]
         inside += ["iy >= 0", f"iy < i32({f}height)", "ix >= 0", f"ix < i32({f}width)"]
     lines = "\n".join("    " + line for line in body)
     # `&`, not `&&`: short-circuit chains become nested branches, and SwiftShader's compiler never
@@ -174,24 +175,24 @@ def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wi
     b_loads = wx * tn * bk // (wx * wy) // (4 if b_wide else 1)
     runs_m, runs_n = range(tm // 4), range(tn // 4)
     acc = [(g * 4 + i, j) for g in runs_m for i in range(4) for j in runs_n]
-    declare = [f"let sa{l} = a_slot(tid, {l}u);" for l in range(a_loads)]
-    declare += [f"let sb{l} = b_slot(tid, {l}u);" for l in range(b_loads)]
-    declare += [f"var na{l} = {'vec4<f32>()' if a_wide else '0.0'};" for l in range(a_loads)]
-    declare += [f"var nb{l} = {'vec4<f32>()' if b_wide else '0.0'};" for l in range(b_loads)]
+    declare = [f"let sa{q} = a_slot(tid, {q}u);" for q in range(a_loads)]
+    declare += [f"let sb{q} = b_slot(tid, {q}u);" for q in range(b_loads)]
+    declare += [f"var na{q} = {'vec4<f32>()' if a_wide else '0.0'};" for q in range(a_loads)]
+    declare += [f"var nb{q} = {'vec4<f32>()' if b_wide else '0.0'};" for q in range(b_loads)]
     declare += [f"var acc{r}_{j} = vec4<f32>();" for r, j in acc]
 
     def load(t):
-        return ([f"na{l} = load_a(sa{l}, row0, col0, {t}, a_at, m, n, k);" for l in range(a_loads)] +
-                [f"nb{l} = load_b(sb{l}, row0, col0, {t}, b_at, m, n, k);" for l in range(b_loads)])
+        return ([f"na{q} = load_a(sa{q}, row0, col0, {t}, a_at, m, n, k);" for q in range(a_loads)] +
+                [f"nb{q} = load_b(sb{q}, row0, col0, {t}, b_at, m, n, k);" for q in range(b_loads)])
     if a_wide:   # 4 consecutive k of one row: one float into each of 4 staged rows
-        stage = [f"tile_a[half_a + (sa{l}.y + {e}u) * ROW_A + sa{l}.x / 4u][sa{l}.x % 4u] = na{l}.{'xyzw'[e]};"
-                 for l in range(a_loads) for e in range(4)]
+        stage = [f"tile_a[half_a + (sa{q}.y + {e}u) * ROW_A + sa{q}.x / 4u][sa{q}.x % 4u] = na{q}.{'xyzw'[e]};"
+                 for q in range(a_loads) for e in range(4)]
     else:
-        stage = [f"tile_a[half_a + sa{l}.y * ROW_A + sa{l}.x / 4u][sa{l}.x % 4u] = na{l};" for l in range(a_loads)]
+        stage = [f"tile_a[half_a + sa{q}.y * ROW_A + sa{q}.x / 4u][sa{q}.x % 4u] = na{q};" for q in range(a_loads)]
     if b_wide:   # 4 consecutive columns: one staged vec4
-        stage += [f"tile_b[half_b + sb{l}.x * ROW_B + sb{l}.y / 4u] = nb{l};" for l in range(b_loads)]
+        stage += [f"tile_b[half_b + sb{q}.x * ROW_B + sb{q}.y / 4u] = nb{q};" for q in range(b_loads)]
     else:
-        stage += [f"tile_b[half_b + sb{l}.x * ROW_B + sb{l}.y / 4u][sb{l}.y % 4u] = nb{l};" for l in range(b_loads)]
+        stage += [f"tile_b[half_b + sb{q}.x * ROW_B + sb{q}.y / 4u][sb{q}.y % 4u] = nb{q};" for q in range(b_loads)]
     # The staged slices' BK rows: unrolled (constant workgroup-memory offsets) for the 8x8-per-thread
     # tiles, which it speeds up by 15% on an H100 (4096^3: 0.49 -> 0.56 of cuBLAS); a loop for the
     # smaller tiles, where unrolling measured no better.
@@ -225,8 +226,9 @@ def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wi
         "@group(0) @binding(4) var<storage, read> bias: array<f32>;\n"
         "fn bias_at(i: u32, split: u32) -> f32 {\n"
         "    return select(0.0, bias[params.bias_offset + i * params.bias_stride], split == 0u);\n}")
-    return fill("matmul", matmul_params(_kind(a_form), _kind(b_form)), bias=bias, wx=str(wx), wy=str(wy), tm=str(tm), tn=str(tn), bk=str(bk),
-                loaders=_tile_loader("a", a_form, a_along_k, a_wide) + "\n" + _tile_loader("b", b_form, not b_along_k, b_wide),
+    loaders = _tile_loader("a", a_form, a_along_k, a_wide) + "\n" + _tile_loader("b", b_form, not b_along_k, b_wide)
+    return fill("matmul", matmul_params(_kind(a_form), _kind(b_form)), bias=bias, loaders=loaders,
+                wx=str(wx), wy=str(wy), tm=str(tm), tn=str(tn), bk=str(bk),
                 a_type="vec4<f32>" if a_wide else "f32", b_type="vec4<f32>" if b_wide else "f32",
                 declare=block(declare, 4), load_first=block(load("k0"), 4), stage=block(stage, 8),
                 load_next=block(load("t + BK"), 12), multiply=block(multiply, 8), store=block(store, 4))
@@ -270,8 +272,8 @@ class MatmulKernels:
         a_wide = a.wide and tiles.wy * tiles.tm * tiles.bk % (4 * threads) == 0
         b_wide = b.wide and tiles.wx * tiles.tn * tiles.bk % (4 * threads) == 0
         key = (tiles, a.form, b.form, a.along_k, b.along_k, bias_along, a_wide, b_wide)
-        pipeline = self.runtime.pipeline(("matmul", *key), lambda: _matmul_source(*key),
-                                         bindings=("read_write", "read", "read") + (("read",) if bias is not None else ()))
+        bindings = ("read_write", "read", "read") + (("read",) if bias is not None else ())
+        pipeline = self.runtime.pipeline(("matmul", *key), lambda: _matmul_source(*key), bindings=bindings)
         words = matmul_params(_kind(a.form), _kind(b.form)).pack(
             m=m, n=n, k=k, split_k=split_k, bias_offset=0 if bias is None else bias.offset,
             bias_stride=0 if bias is None else bias.strides[0],
