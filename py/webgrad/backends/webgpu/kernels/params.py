@@ -9,6 +9,7 @@ Layout: the scalars first, in declaration order, as the fields of the struct `Pa
 arrays, in declaration order, in the struct's tail. An array's length is an int (fixed when the
 kernel is generated) or the name of a scalar field holding it.
 """
+import keyword
 import struct
 from typing import NamedTuple
 
@@ -35,10 +36,12 @@ def f32(name, length=None):
     return Field(name, "f32", length)
 
 
-def _bits(value, kind):
-    if kind == "f32":
-        return _U32.unpack(_F32.pack(value))[0]
-    return int(value) & 0xFFFFFFFF   # i32: two's complement, as the kernel bitcasts it
+def _f32_bits(value):
+    return _U32.unpack(_F32.pack(value))[0]
+
+
+def _wrong_length(name, items, length_name, length):
+    raise ValueError(f"parameter {name!r} has {len(items)} values where its length {length_name!r} is {length}")
 
 
 class ParamBlock:
@@ -47,6 +50,8 @@ class ParamBlock:
         if len(set(names)) != len(names):
             raise ValueError(f"parameter block with repeated field names: {names}")
         for f in fields:
+            if not f.name.isidentifier() or keyword.iskeyword(f.name) or f.name.startswith("_") or f.name == "words":
+                raise ValueError(f"parameter name {f.name!r} is not a plain identifier (WGSL and Python use it)")
             if f.type not in TYPES:
                 raise ValueError(f"parameter {f.name!r}: type {f.type!r} is not one of {TYPES}")
         self.scalars = tuple(f for f in fields if f.length is None)
@@ -56,6 +61,7 @@ class ParamBlock:
             if isinstance(f.length, str) and f.length not in scalar_names:
                 raise ValueError(f"array parameter {f.name!r}: its length {f.length!r} names no scalar field")
         self.fields = self.scalars + self.arrays
+        self._pack = self._packing_function()
 
     def __repr__(self):
         return "ParamBlock(" + ", ".join(f"{f.name}: {f.type}" + ("" if f.length is None else f"[{f.length}]")
@@ -76,19 +82,34 @@ class ParamBlock:
 
     def pack(self, **values):
         """The words of one dispatch: every field by name (arrays as sequences)."""
-        if len(values) != len(self.fields) or any(f.name not in values for f in self.fields):
+        try:
+            return self._pack(**values)
+        except TypeError:
+            names = {f.name for f in self.fields}
+            if set(values) == names:
+                raise
             missing = [f.name for f in self.fields if f.name not in values]
-            extra = [name for name in values if name not in {f.name for f in self.fields}]
-            raise TypeError(f"parameter block: missing {missing}, unknown {extra}")
-        words = [_bits(values[f.name], f.type) for f in self.scalars]
+            raise TypeError(f"parameter block: missing {missing}, unknown {sorted(set(values) - names)}") from None
+
+    def _packing_function(self):
+        """pack's body, written out once per block: one pass that turns the named values into words in
+        the layout's order (every dispatch packs its block, so this is on the hot path)."""
+        def scalar(f):
+            return {"u32": f.name, "i32": f"{f.name} & 0xFFFFFFFF", "f32": f"_f32_bits({f.name})"}[f.type]
+
+        def items(f):
+            return {"u32": f.name, "i32": f"[v & 0xFFFFFFFF for v in {f.name}]",
+                    "f32": f"[_f32_bits(v) for v in {f.name}]"}[f.type]
+        lines = [f"def pack(*, {', '.join(f.name for f in self.fields)}):",
+                 f"    words = [{', '.join(scalar(f) for f in self.scalars)}]"]
         for f in self.arrays:
-            items = values[f.name]
-            length = f.length if isinstance(f.length, int) else values[f.length]
-            if len(items) != length:
-                raise ValueError(f"parameter {f.name!r} has {len(items)} values where its length "
-                                 f"{f.length!r} is {length}")
-            words += [_bits(v, f.type) for v in items]
-        return words
+            lines += [f"    if len({f.name}) != {f.length}:",
+                      f"        _wrong_length({f.name!r}, {f.name}, {f.length!r}, {f.length})",
+                      f"    words += {items(f)}"]
+        lines.append("    return words")
+        namespace = {"_f32_bits": _f32_bits, "_wrong_length": _wrong_length}
+        exec("\n".join(lines), namespace)   # the declaration's own names and types only
+        return namespace["pack"]
 
     def packer(self, **leading):
         """pack() split in two for a hot path: the words of every field but the trailing arrays,
