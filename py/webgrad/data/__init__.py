@@ -2,9 +2,11 @@
 from ..utils.data import DataLoader, TensorDataset
 from ..utils.data.dataloader import TENSOR_INDEXED
 from .mnist_dataset import MNIST, download_mnist, mnist
+from .text import CORPORA, CharTokenizer, TextData, get_batch, load_text, names, shakespeare
 from .toy import DATASETS, Split, circles, gaussians, spirals, xor
 
 TENSOR_INDEXED.add(MNIST)   # its __getitem__ takes index tensors and gives collated batches
 
 __all__ = ["DATASETS", "DataLoader", "MNIST", "Split", "TensorDataset", "circles", "download_mnist", "gaussians",
            "mnist", "spirals", "xor"]
+__all__ += ["CORPORA", "CharTokenizer", "TextData", "get_batch", "load_text", "names", "shakespeare"]
