@@ -13,6 +13,14 @@ def _np_dtype(dtype):
     return np.bool_ if dtype.kind == "b" else np.dtype(dtype.name)
 
 
+def _in_range(op, idx, dim, size):
+    """idx, its values checked to lie in [-size, size), in the words of the webgpu kernels' check."""
+    outside = idx[(idx < -size) | (idx >= size)]
+    if outside.size:
+        raise IndexError(f"{op}: index {outside.flat[0]} is out of bounds for dimension {dim} with size {size}")
+    return idx
+
+
 class CPUBackend(Backend):
     name = "cpu"
     is_software = False
@@ -57,16 +65,18 @@ class CPUBackend(Backend):
         return np.asarray(op.numpy(np, a, dims)).astype(_np_dtype(out_dtype)).reshape(-1)
 
     def matmul(self, a, b, bias=None, bias_dim=-1):
-        out = np.matmul(self.view(a), self.view(b))
+        x, y = self.view(a), self.view(b)
+        if y.ndim == 2 and x.ndim > 2:   # (..., M, K) @ (K, N) as one product, not one BLAS call per matrix
+            out = (x.reshape(-1, x.shape[-1]) @ y).reshape(*x.shape[:-1], y.shape[-1])
+        else:
+            out = np.matmul(x, y)
         if bias is not None:
             out = out + (self.view(bias) if bias_dim == -1 else self.view(bias)[:, None])
         return out.reshape(-1)
 
     def gather(self, x, dim, index):
-        idx = self.view(index)
         size = x.shape[dim]
-        if idx.size and (idx.min() < -size or idx.max() >= size):
-            raise IndexError(f"gather: index out of range for dimension {dim} with size {size}")
+        idx = _in_range("gather", self.view(index), dim, size)
         src = self.view(x)[tuple(slice(0, s) for s in index.shape[:dim]) + (slice(None),) +
                            tuple(slice(0, s) for s in index.shape[dim + 1:])]
         return np.take_along_axis(src, idx % size, axis=dim).reshape(-1).copy()
@@ -75,14 +85,14 @@ class CPUBackend(Backend):
         out = np.zeros(shape, self.view(grad).dtype)
         # the index's extent outside dim, all of dim; a view: scatter writes through it
         region = out[tuple(slice(None) if d == dim else slice(0, s) for d, s in enumerate(index.shape))]
-        idx = self.view(index) % shape[dim]
+        idx = _in_range("scatter_add", self.view(index), dim, shape[dim]) % shape[dim]
         grid = list(np.indices(index.shape, sparse=True))
         grid[dim] = idx
         np.add.at(region, tuple(grid), self.view(grad))
         return out.reshape(-1)
 
     def cross_entropy(self, logits, labels, scale=None):
-        """Per-row loss (or their sum times scale) and log-sum-exp: shaders/cross_entropy.wgsl's forward."""
+        """Per-row loss (or their sum times scale) and log-sum-exp: shaders/loss.wgsl's forward."""
         x, y = self.view(logits), self.view(labels)
         outside = (y < 0) | (y >= x.shape[1])
         if outside.any():
