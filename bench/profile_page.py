@@ -60,8 +60,8 @@ def profile(name, batch=128, warmup=3):
                 spent[kind] += time.perf_counter() - t
                 counts[kind] += 1
         return wrapper
-    submit, read, sync = driver.submit, driver.read_buffer, driver.sync
-    driver.submit, driver.read_buffer, driver.sync = timed("submit", submit), timed("wait", read), timed("wait", sync)
+    submit, read, sync = driver.submit, driver.read_buffers, driver.sync
+    driver.submit, driver.read_buffers, driver.sync = timed("submit", submit), timed("wait", read), timed("wait", sync)
     dispatches = []
     dispatch = runtime.dispatch
     def counting(pipeline, storages, words, groups, refresh=None):
@@ -71,7 +71,7 @@ def profile(name, batch=128, warmup=3):
     start = time.perf_counter()
     step().item()
     split_wall = time.perf_counter() - start
-    driver.submit, driver.read_buffer, driver.sync = submit, read, sync
+    driver.submit, driver.read_buffers, driver.sync = submit, read, sync
 
     # 3. each dispatch alone
     names = {handle: key for key, handle in runtime._pipelines.items()}

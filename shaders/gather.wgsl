@@ -5,14 +5,18 @@
 // dims); out's element at coordinates pos reads src and the index at `offsets` (src's, then the
 // index's) plus pos through `src_strides` and `index_strides`. `index_shape` is the index's shape
 // (gather's is out's; scatter_add's piece of it, the index along dim being summed in pieces).
-// Indices pick along `dim`, in [-`dim_size`, `dim_size`): negative ones count from the end, as on
-// cpu; gather reads 0 for one out of range. scatter_add adds to out's values where `accumulate`
-// is 1 (the pieces after the first).
+// Indices pick along `dim`, in [-`dim_size`, `dim_size`): negative ones count from the end. One
+// out of range is reported (shaders/index_error.wgsl: the runtime raises it at the next read);
+// gather reads the dim's first element for it, scatter_add adds it nowhere. scatter_add adds to
+// out's values where `accumulate` is 1 (the pieces after the first).
 alias T = {{type}};
+const GATHER_ERROR: u32 = {{gather_error}}u;     // kernels/gather.py's codes for index_errors
+const SCATTER_ERROR: u32 = {{scatter_error}}u;
 
 @group(0) @binding(1) var<storage, read_write> out: array<T>;
 @group(0) @binding(2) var<storage, read> src: array<T>;
 @group(0) @binding(3) var<storage, read> index: array<i32>;
+@group(0) @binding(4) var<storage, read_write> index_error: IndexErrorRecord;
 
 // Out's element i: its coordinate along dim, where src and the index hold its coordinates but
 // that one, and whether those lie inside the index's shape.
@@ -47,13 +51,9 @@ fn gather(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: ve
     let i = element_id(wg, nwg, li);
     if (i >= params.numel) { return; }
     let at = place(i);
-    var picked = index[at.index_at + at.along * params_index_strides(params.dim)];
-    if (picked < 0) { picked += i32(params.dim_size); }
-    if (picked < 0 || u32(picked) >= params.dim_size) {
-        out[i] = T(0);
-        return;
-    }
-    out[i] = src[at.src_at + u32(picked) * params_src_strides(params.dim)];
+    let picked = checked_index(index[at.index_at + at.along * params_index_strides(params.dim)], params.dim_size,
+                               GATHER_ERROR, params.dim);
+    out[i] = src[at.src_at + picked * params_src_strides(params.dim)];
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -70,8 +70,12 @@ fn scatter_add(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
         let size = i32(params.dim_size);
         for (var k = 0u; k < span; k++) {
             let picked = index[at.index_at + k * index_step];
-            if (select(picked, picked + size, picked < 0) == i32(at.along)) {
+            let wrapped = select(picked, picked + size, picked < 0);
+            if (wrapped == i32(at.along)) {
                 acc += src[at.src_at + k * src_step];
+            } else if (at.along == 0u && (wrapped < 0 || wrapped >= size)) {
+                // each index is seen by every output along dim: the first output reports it
+                report_index_error(SCATTER_ERROR, picked, params.dim_size, params.dim);
             }
         }
     }

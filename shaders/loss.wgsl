@@ -11,12 +11,16 @@
 // offsets[0] + n * row_stride + c * class_stride, label n at offsets[1] + n * label_stride, row n's
 // upstream gradient (backward, where given) at offsets[2] + n * grad_stride; `scale` multiplies the
 // summed loss (forward_sum) and the gradient (backward).
-// A label outside [0, C) reads class 0 here (checking needs a readback; the cpu device raises).
+// A label outside [0, C) is reported (shaders/index_error.wgsl: the runtime raises it at the next
+// read) and read as class 0.
+const TARGET_ERROR: u32 = {{target_error}}u;   // kernels/loss.py's code for index_errors
+
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;   // loss (forward), d logits (backward)
 @group(0) @binding(2) var<storage, read_write> lse: array<f32>;
 @group(0) @binding(3) var<storage, read> x: array<f32>;
 @group(0) @binding(4) var<storage, read> labels: array<i32>;
-@group(0) @binding(5) var<storage, read> grad: array<f32>;
+@group(0) @binding(5) var<storage, read_write> index_error: IndexErrorRecord;
+@group(0) @binding(6) var<storage, read> grad: array<f32>;
 
 const ROW_THREADS: u32 = 64u;   // forward's workgroup, which takes one row
 
@@ -36,7 +40,11 @@ fn logit(n: u32, c: u32) -> f32 {
 
 fn label(n: u32) -> u32 {
     let y = labels[params_offsets(1u) + n * params.label_stride];
-    return select(0u, u32(y), y >= 0 && u32(y) < params.classes);
+    if (y < 0 || u32(y) >= params.classes) {
+        report_index_error(TARGET_ERROR, y, params.classes, 0u);
+        return 0u;
+    }
+    return u32(y);
 }
 
 // Row n's loss from its max and its sum of exp(x - max); keeps the row's log-sum-exp.

@@ -201,6 +201,41 @@ UNARY = {
 INT_UNARY = ("neg", "abs", "relu", "sign", "exp", "sqrt", "clamp")
 
 
+def _np_erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+def _np_sigmoid(x):
+    return np.exp(-np.logaddexp(0, -x))
+
+
+# ops/unary.py and ops/activation.py (trigonometry is left to test_ops_more: 1e30 radians are not
+# what a GPU's sin is for)
+UNARY.update({
+    "floor": (lambda t: t.floor(), np.floor, 0, None),
+    "ceil": (lambda t: t.ceil(), np.ceil, 0, None),
+    "round": (lambda t: t.round(), np.round, 0, None),
+    "trunc": (lambda t: t.trunc(), np.trunc, 0, None),
+    "frac": (lambda t: t.frac(), lambda x: x - np.trunc(x), 0, None),
+    "square": (lambda t: t.square(), np.square, 2e-7, None),
+    "reciprocal": (lambda t: t.reciprocal(), lambda x: 1 / x, 3e-7, None),
+    "rsqrt": (lambda t: t.rsqrt(), lambda x: 1 / np.sqrt(x), 4e-7, None),
+    "log2": (lambda t: t.log2(), np.log2, 5e-7, None),
+    "log10": (lambda t: t.log10(), np.log10, 5e-7, None),
+    "log1p": (lambda t: t.log1p(), np.log1p, 5e-7, None),
+    "expm1": (lambda t: t.expm1(), np.expm1, 2e-5, None),
+    "erf": (lambda t: t.erf(), _np_erf, 4e-7, None),
+    "atan": (lambda t: t.atan(), np.arctan, 5e-7, None),
+    "asin": (lambda t: t.asin(), np.arcsin, 5e-7, None),
+    "silu": (lambda t: wg.nn.functional.silu(t), lambda x: x * _np_sigmoid(x), 2e-5, None),
+    "softplus": (lambda t: wg.nn.functional.softplus(t), lambda x: np.where(x > 20, x, np.logaddexp(0, x)), 2e-5,
+                 None),
+    "logsigmoid": (lambda t: wg.nn.functional.logsigmoid(t), lambda x: -np.logaddexp(0, -x), 2e-5, None),
+    "elu": (lambda t: wg.nn.functional.elu(t), lambda x: np.where(x > 0, x, np.expm1(np.minimum(x, 0))), 2e-5, None),
+})
+INT_UNARY = INT_UNARY + ("floor", "ceil", "round", "trunc", "square")
+
+
 @st.composite
 def unary_cases(draw):
     name = draw(st.sampled_from(sorted(UNARY)))

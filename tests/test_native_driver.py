@@ -60,7 +60,7 @@ def f32_buffer(drv, x):
 
 
 def read_f32(drv, h, n):
-    return np.frombuffer(bytes(drv.read_buffer(h, 0, 4 * n)), dtype=np.float32)
+    return np.frombuffer(bytes(drv.read_buffers([(h, 0, 4 * n)])), dtype=np.float32)
 
 
 def pack_params(blocks):
@@ -121,7 +121,7 @@ def test_write_read_round_trip(drv, rng, size):
     h = drv.create_buffer(size)
     data = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
     drv.write_buffer(h, 0, data)
-    assert bytes(drv.read_buffer(h, 0, size)) == data
+    assert bytes(drv.read_buffers([(h, 0, size)])) == data
     # Word-aligned pieces at word-aligned offsets, as the runtime sends them.
     model = bytearray(data)
     for _ in range(20):
@@ -133,8 +133,26 @@ def test_write_read_round_trip(drv, rng, size):
         model[off : off + n] = chunk
         ro = 4 * int(rng.integers(0, size // 4))
         rn = 4 * int(rng.integers(1, (size - ro) // 4 + 1))
-        assert bytes(drv.read_buffer(h, ro, rn)) == bytes(model[ro : ro + rn])
+        assert bytes(drv.read_buffers([(h, ro, rn)])) == bytes(model[ro : ro + rn])
     drv.destroy_buffer(h, [])
+
+
+def test_one_read_of_several_regions(drv, rng):
+    """Regions of several buffers (one of them twice), back to back in one read, as the runtime
+    reads a value with its index error words."""
+    datas = [rng.integers(0, 256, 4 * int(rng.integers(1, 300)), dtype=np.uint8).tobytes() for _ in range(3)]
+    handles = [drv.create_buffer(len(d)) for d in datas]
+    for h, d in zip(handles, datas):
+        drv.write_buffer(h, 0, d)
+    regions, want = [], b""
+    for k in [0, 1, 2, 0]:
+        offset = 4 * int(rng.integers(0, len(datas[k]) // 4))
+        size = 4 * int(rng.integers(1, (len(datas[k]) - offset) // 4 + 1))
+        regions.append((handles[k], offset, size))
+        want += datas[k][offset : offset + size]
+    assert bytes(drv.read_buffers(regions)) == want, regions
+    for h in handles:
+        drv.destroy_buffer(h, [])
 
 
 def test_write_accepts_typed_memoryview(drv, rng):

@@ -204,9 +204,9 @@ def test_activations_and_losses_match_torch(device):
 
     logits, labels, target = randn(6, 4), rng().integers(0, 4, 6).astype(np.int32), randn(6, 4)
     for reduction in ("mean", "sum", "none"):
-        cases = [(nn.CrossEntropyLoss(reduction), torch.nn.CrossEntropyLoss(reduction=reduction), labels,
+        cases = [(nn.CrossEntropyLoss(reduction=reduction), torch.nn.CrossEntropyLoss(reduction=reduction), labels,
                   torch.tensor(labels).long()),
-                 (nn.MSELoss(reduction), torch.nn.MSELoss(reduction=reduction), target, torch.tensor(target))]
+                 (nn.MSELoss(reduction=reduction), torch.nn.MSELoss(reduction=reduction), target, torch.tensor(target))]
         for ours, theirs, t_np, tt in cases:
             x, tx = wg.tensor(logits, device=device, requires_grad=True), torch.tensor(logits, requires_grad=True)
             loss, tloss = ours(x, wg.tensor(t_np, device=device)), theirs(tx, tt)

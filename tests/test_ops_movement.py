@@ -1,4 +1,5 @@
-"""Views (reshape, permute, expand, slicing, ...) and data movement (cat, stack, gather, index_select)."""
+"""Views (reshape, view, permute, expand, narrow, split, ...) and data movement (cat, stack, device copies,
+view(dtype)). Indexing, gather and index_select: tests/test_indexing.py."""
 import numpy as np
 import pytest
 import torch
@@ -77,8 +78,132 @@ def test_views_share_storage_and_shapes(device):
 
 def test_view_of_non_contiguous_raises(device):
     x = wg_tensor(randn(3, 4), device)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="view size is not compatible with input tensor's size and stride"):
         x.T.view(12)
+
+
+def test_view_follows_torchs_stride_rule(device):
+    """view on fresh strided views (transposes, narrows, steps) to fresh shapes: where torch views,
+    webgrad views (the same strides, offset and values, sharing the storage); where torch raises,
+    webgrad raises its RuntimeError."""
+    viewed = refused = 0
+    for _ in range(40):
+        a = randn(*[int(s) for s in rng().integers(1, 5, int(rng().integers(2, 5)))])
+        t, x = torch.from_numpy(a.copy()), wg_tensor(a, device)
+        for _ in range(int(rng().integers(1, 3))):
+            d, e = (int(v) for v in rng().integers(0, t.ndim, 2))
+            kind = rng().integers(3)
+            if kind == 0:
+                t, x = t.transpose(d, e), x.transpose(d, e)
+            elif kind == 1:
+                length = int(rng().integers(1, t.shape[d] + 1))
+                start = int(rng().integers(0, t.shape[d] - length + 1))
+                t, x = t.narrow(d, start, length), x.narrow(d, start, length)
+            else:
+                step = (slice(None),) * d + (slice(None, None, 2),)
+                t, x = t[step], x[step]
+        target = tuple(int(s) for s in rng().permutation(_factors(t.numel()) + [1] * int(rng().integers(0, 2))))
+        try:
+            expected = t.view(target)
+        except RuntimeError:
+            with pytest.raises(RuntimeError, match="view size is not compatible"):
+                x.view(target)
+            refused += 1
+            continue
+        got = x.view(target)
+        viewed += 1
+        assert got._storage is x._storage and got.stride() == expected.stride(), tag(
+            f"{tuple(t.shape)} {t.stride()} -> {target}: strides {got.stride()} vs torch {expected.stride()}")
+        assert got.storage_offset() == expected.storage_offset() and got.is_contiguous() == expected.is_contiguous()
+        assert_close(got, expected, what=f"{tuple(t.shape)} {t.stride()} viewed as {target}")
+    assert viewed and refused, tag(f"{viewed} viewed, {refused} refused: both kinds should come up")
+
+
+def _factors(n):
+    """n as a list of factors (some 1s and repeats kept), for a random shape of n elements."""
+    out, p = [], 2
+    while n > 1:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    return out or [1]
+
+
+@pytest.mark.filterwarnings("ignore:The use of `x.T`")
+@pytest.mark.parametrize("name,fn", [
+    ("view after narrow", lambda t: t.narrow(1, 1, 3).view(2, 3, 3, 2)),
+    ("view merging a transposed pair", lambda t: t.transpose(0, 1).view(4, 2, 3, 2)),
+    ("view splitting a transposed dim", lambda t: t.transpose(2, 3).view(2, 2, 2, 2, 3)),
+    ("view_as", lambda t: t.view_as(t.reshape(8, 6).T.T)),
+    ("reshape_as", lambda t: t.transpose(1, 2).reshape_as(t.reshape(6, 8))),
+    ("flatten function", lambda t: torch_or_wg(t).flatten(t, 1, 2)),
+    ("unflatten", lambda t: t.unflatten(1, (2, -1))),
+    ("unflatten function", lambda t: torch_or_wg(t).unflatten(t.flatten(), 0, (4, 12))),
+    ("movedim", lambda t: t.movedim(0, -1)),
+    ("movedim lists", lambda t: torch_or_wg(t).movedim(t, (0, 3), (2, 0))),
+    ("moveaxis", lambda t: t.moveaxis(-1, 1)),
+    ("swapaxes", lambda t: t.swapaxes(0, 2)),
+    ("swapdims function", lambda t: torch_or_wg(t).swapdims(t, 1, -1)),
+    ("transpose function", lambda t: torch_or_wg(t).transpose(t, 0, 1)),
+    ("permute function", lambda t: torch_or_wg(t).permute(t, (3, 1, 0, 2))),
+    ("reshape function", lambda t: torch_or_wg(t).reshape(t, (6, -1))),
+    ("squeeze dims", lambda t: t[:, :1, :, :1].squeeze((1, 3))),
+    ("squeeze function", lambda t: torch_or_wg(t).squeeze(t[:1], 0)),
+    ("unsqueeze function", lambda t: torch_or_wg(t).unsqueeze(t, 2)),
+    ("expand_as", lambda t: t[:, :1].expand_as(t)),
+    ("t function", lambda t: torch_or_wg(t).t(t[0, 0])),
+    ("narrow", lambda t: t.narrow(-1, 1, 1) * 2),
+    ("narrow function", lambda t: torch_or_wg(t).narrow(t, 0, 1, 1)),
+    ("narrow negative start", lambda t: t.narrow(2, -2, 2)),
+    ("select", lambda t: t.select(1, -1)),
+    ("split", lambda t: t.split(3, 1)),
+    ("split sizes", lambda t: torch_or_wg(t).split(t, [1, 0, 2], dim=2)),
+    ("chunk", lambda t: t.chunk(3, -1)),
+    ("chunk more than the size", lambda t: torch_or_wg(t).chunk(t, 5, 0)),
+    ("unbind", lambda t: t.unbind(1)),
+    ("unbind function", lambda t: torch_or_wg(t).unbind(t, -1)),
+])
+def test_views_and_splits_match_torch(name, fn, device):
+    check_op(fn, randn(2, 4, 3, 2) if "unflatten" not in name else randn(2, 6, 4), device=device)
+
+
+def torch_or_wg(t):
+    return wg if isinstance(t, wg.Tensor) else torch
+
+
+def test_view_and_split_errors(device):
+    x = wg_tensor(randn(4, 6), device)
+    cases = [(lambda L, t: t.narrow(1, 5, 2), RuntimeError, "exceeds dimension size"),
+             (lambda L, t: t.narrow(0, 5, 0), IndexError, "start out of range"),
+             (lambda L, t: t.split([2, 3], 0), RuntimeError, "split_with_sizes expects split_sizes to sum exactly"),
+             (lambda L, t: t.chunk(0), RuntimeError, "chunk expects `chunks` to be greater than 0"),
+             (lambda L, t: t.unflatten(1, (4, -1)), RuntimeError, "unflatten"),
+             (lambda L, t: t.movedim((0, 1), (0, 0)), RuntimeError, r"repeated dim in `destination` \(\[0, 0\]\)"),
+             (lambda L, t: t.movedim((0, 1), (0,)), RuntimeError, "should contain the same number of dims"),
+             (lambda L, t: t.flatten(1, 0), RuntimeError, "start_dim cannot come after end_dim"),
+             (lambda L, t: t.view(5, -1), RuntimeError, "invalid for input of size 24"),
+             (lambda L, t: t.select(2, 0), IndexError, "range")]
+    for call, error, words in cases:
+        with pytest.raises(error):
+            call(torch, torch.from_numpy(x.numpy()))
+        with pytest.raises(error, match=words):
+            call(wg, x)
+
+
+def test_layout_queries_match_torch(device):
+    a = randn(3, 4, 5)
+    for how in (lambda t: t, lambda t: t[1:, ::2], lambda t: t.transpose(0, 2), lambda t: t[:, 1:2].expand(3, 6, 5),
+                lambda t: t.narrow(2, 1, 3)[None]):
+        got, want = how(wg_tensor(a, device)), how(torch.from_numpy(a.copy()))
+        assert (got.nelement(), got.numel(), got.dim(), got.ndimension(), got.ndim) == \
+            (want.nelement(), want.numel(), want.dim(), want.ndimension(), want.ndim)
+        assert tuple(got.size()) == tuple(want.size()) and tuple(got.shape) == tuple(want.shape)
+        assert got.size(-1) == want.size(-1) and got.stride() == want.stride() and got.stride(0) == want.stride(0)
+        assert got.storage_offset() == want.storage_offset() and got.is_contiguous() == want.is_contiguous()
+        contiguous = got.contiguous()
+        assert contiguous.is_contiguous() and (contiguous is got) == got.is_contiguous()
+        assert_close(contiguous, want.contiguous())
 
 
 @pytest.mark.parametrize("fn,error", [
@@ -100,82 +225,6 @@ def test_view_of_non_contiguous_raises(device):
 def test_bad_views_raise(fn, error, device):
     with pytest.raises(error):
         fn(wg_tensor(randn(2, 3, 4), device))
-
-
-# ---- basic indexing ----
-INDICES = [
-    1, -1, -5, slice(1, 3), slice(None, None, 2), slice(1, None, 3), slice(-3, -1), slice(5, 100), slice(4, 2),
-    (1, 2), (-1, -2, -3), (slice(None), 2), (slice(1, 4), slice(None, None, 2), -2), (Ellipsis, 0),
-    (0, Ellipsis), (Ellipsis,), (None,), (None, 1), (slice(None), None, slice(1, None)), (1, None, Ellipsis, None),
-    (Ellipsis, None), (2, slice(None, None, 3), Ellipsis), (slice(None, None, 4), slice(None, None, 5), slice(None, None, 6)),
-    (slice(None, 0),),
-]
-
-
-@pytest.mark.parametrize("index", INDICES, ids=repr)
-def test_basic_indexing(index, device):
-    a = randn(5, 6, 7)
-    out = check_op(lambda t: t[index], a, device=device, np_fn=lambda x: x[index])[0]
-    assert out.shape == a[index].shape
-
-
-def test_indexing_0d_and_1d(device):
-    check_op(lambda t: t[...], randn(), device=device)
-    check_op(lambda t: t[None], randn(), device=device)
-    check_op(lambda t: t[3], randn(257), device=device)
-    check_op(lambda t: t[-1], randn(257), device=device)
-    check_op(lambda t: t[250:], randn(257), device=device)
-
-
-def test_indexing_views_of_views(device):
-    check_op(lambda t: t.T[1:, ::2][2][1:], randn(6, 8), device=device)
-    check_op(lambda t: t[:, 1:].mT[::2, None, 1], randn(4, 5, 6), device=device)
-
-
-def test_indexing_errors(device):
-    x = wg_tensor(randn(5, 6), device)
-    for index in (5, -6, (0, 6), (0, -7), (0, 0, 0), (Ellipsis, 1, 1, 1)):
-        with pytest.raises(IndexError):
-            x[index]
-    with pytest.raises(IndexError):
-        x[..., ...]
-    with pytest.raises(ValueError):
-        x[::-1]
-    with pytest.raises((TypeError, IndexError)):
-        x["a"]
-    with pytest.raises(IndexError):
-        wg_tensor(randn(), device)[0]
-
-
-def test_iteration_and_len(device):
-    a = randn(3, 4)
-    x = wg_tensor(a, device)
-    assert len(x) == 3
-    for row, expected in zip(x, a):
-        assert_close(row, expected)
-
-
-# ---- tensor indexing ----
-@pytest.mark.parametrize("index_shape", [(4,), (2, 3), (1,), (0,)])
-def test_tensor_indexing(index_shape, device):
-    x = randn(6, 5)
-    idx = integers(*index_shape, low=0, high=6)
-    check_op(lambda t, i: t[i], x, idx, device=device)
-
-
-def test_tensor_indexing_repeats_accumulate_and_negative_indices(device):
-    x = randn(6, 3, 2)
-    idx = np.array([5, 1, 5, -1, 0, -6, 1, 1], np.int32)
-    check_op(lambda t, i: t[i], x, idx, device=device)
-    check_op(lambda t: t[[2, 2, 0, -2]], x, device=device)
-
-
-def test_tensor_indexing_rejects_floats_and_masks(device):
-    x = wg_tensor(randn(4, 3), device)
-    with pytest.raises(IndexError):
-        x[wg.tensor([0.0, 1.0], device=device)]
-    with pytest.raises(TypeError):
-        x[wg.tensor([True, False, True, True], device=device)]
 
 
 # ---- cat / stack ----
@@ -230,70 +279,6 @@ def test_cat_and_stack_errors(device):
     other = "webgpu" if device == "cpu" else "cpu"
     with pytest.raises(RuntimeError, match="cpu.*webgpu|webgpu.*cpu"):
         wg.cat([a, wg_tensor(randn(2, 3), other)], 0)
-
-
-# ---- gather / index_select ----
-@pytest.mark.parametrize("along", [2, 7])
-@pytest.mark.parametrize("dim", [0, 1, -1])
-def test_gather(dim, along, device):
-    x = randn(4, 5, 6)
-    shape = [3, 4, 5]                                 # smaller than x outside `dim`
-    shape[dim] = along                                # shorter, or longer (repeats), than x along `dim`
-    index = integers(*shape, low=0, high=x.shape[dim])
-    check_op(lambda t, i: t.gather(dim, i), x, index, device=device,
-             np_fn=lambda a, i: np.take_along_axis(a[tuple(slice(0, s) if d != dim % 3 else slice(None)
-                                                          for d, s in enumerate(i.shape))], i, dim))
-    check_op(lambda t, i: wg.gather(t, dim, i), x, index, device=device,
-             torch_fn=lambda t, i: torch.gather(t, dim, i))
-
-
-def test_gather_full_shape_and_views(device):
-    x = randn(6, 257)
-    index = integers(6, 257, low=0, high=257)
-    check_op(lambda t, i: t.gather(1, i), x, index, device=device)
-    check_op(lambda t, i: t.T.gather(0, i.T), x, index, device=device)
-
-
-@pytest.mark.parametrize("count", [2, 9])
-@pytest.mark.parametrize("dim", [0, 1, 2, -1])
-def test_index_select(dim, count, device):
-    x = randn(4, 5, 6)
-    index = integers(count, low=0, high=x.shape[dim])  # fewer or more entries (repeats) than the dim
-    check_op(lambda t, i: t.index_select(dim, i), x, index, device=device,
-             np_fn=lambda a, i: np.take(a, i, axis=dim))
-    check_op(lambda t, i: wg.index_select(t, dim, i), x, index, device=device,
-             torch_fn=lambda t, i: torch.index_select(t, dim, i))
-
-
-def test_repeated_indices_accumulate_gradient(device):
-    x = wg_tensor(randn(3, 4), device, requires_grad=True)
-    x.index_select(0, wg.tensor([2, 0, 2, 2], device=device)).sum().backward()
-    assert_close(x.grad, np.array([[1] * 4, [0] * 4, [3] * 4], np.float32), what="index_select grad")
-    y = wg_tensor(randn(2, 5), device, requires_grad=True)
-    y.gather(1, wg.tensor([[4, 4, 1], [0, 0, 0]], device=device)).sum().backward()
-    assert_close(y.grad, np.array([[0, 1, 0, 0, 2], [3, 0, 0, 0, 0]], np.float32), what="gather grad")
-
-
-def test_gather_errors(device):
-    x = wg_tensor(randn(3, 4), device)
-    with pytest.raises(RuntimeError):
-        x.gather(1, wg.tensor([[0.0]], device=device))      # float index
-    with pytest.raises(RuntimeError):
-        x.gather(1, wg.tensor([0, 1], device=device))       # wrong ndim
-    with pytest.raises(IndexError):
-        x.gather(2, wg.tensor([[0]], device=device))
-    with pytest.raises(TypeError):
-        x.index_select(0, [0, 1])
-    with pytest.raises(IndexError):
-        x.index_select(0, wg.tensor([[0, 1]], device=device))
-    with pytest.raises(RuntimeError):
-        x.index_select(0, wg.tensor([0.5], device=device))
-
-
-def test_out_of_range_gather_raises_on_cpu():
-    x = wg_tensor(randn(3, 4), "cpu")
-    with pytest.raises(IndexError):
-        x.gather(1, wg.tensor([[4]], device="cpu"))
 
 
 # ---- device transfers ----

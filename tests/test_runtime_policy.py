@@ -78,11 +78,12 @@ class FakeDriver:
         self.buffers[handle][offset: offset + len(data)] = data
         self.log.append(("write", handle, offset, data))
 
-    def read_buffer(self, handle, offset, size):
-        assert offset % 4 == 0 and size % 4 == 0 and size, (offset, size)
-        assert offset + size <= len(self.buffers[handle])
-        self.log.append(("read", handle, offset, size))
-        return bytes(self.buffers[handle][offset: offset + size])
+    def read_buffers(self, regions):
+        for handle, offset, size in regions:
+            assert offset % 4 == 0 and size % 4 == 0 and size, (offset, size)
+            assert offset + size <= len(self.buffers[handle])
+        self.log.append(("read", tuple(regions)))
+        return b"".join(bytes(self.buffers[handle][offset: offset + size]) for handle, offset, size in regions)
 
     def destroy_buffer(self, handle, bind_groups):
         binding = [g for g, (_, handles, _) in self.bind_groups.items() if handle in handles]
@@ -161,8 +162,9 @@ class FakeBridge:
     def writeBuffer(self, handle, offset, data):
         self.driver.write_buffer(handle, offset, data)
 
-    def readBuffer(self, handle, offset, size):
-        return _JsBytes(self.driver.read_buffer(handle, offset, size))
+    def readBuffers(self, regions):
+        assert len(regions) % 3 == 0 and all(isinstance(n, int) for n in regions), regions
+        return _JsBytes(self.driver.read_buffers([tuple(regions[i: i + 3]) for i in range(0, len(regions), 3)]))
 
     def destroyBuffer(self, handle, groups):
         self.driver.destroy_buffer(handle, list(groups))

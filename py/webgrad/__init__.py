@@ -5,14 +5,30 @@ from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set
 from .backends import default_device, get_backend
 from .device import accelerator, cuda, device
 from .dtypes import bool_ as bool, bfloat16, float16, float32, float64, int32, uint8  # noqa: A001
-from .ops.creation import (arange, as_tensor, empty, frombuffer, full, full_like, initial_seed, manual_seed,
+from .ops.creation import (arange, as_tensor, empty, from_numpy, frombuffer, full, full_like, initial_seed, manual_seed,
                            ones, ones_like, rand, rand_like, randn, randn_like, randperm, tensor, zeros, zeros_like)
 from .ops.elementwise import (abs, clamp, exp, gelu, leaky_relu, log, logical_and, logical_not,  # noqa: A004
                               logical_or, maximum, minimum, pow, relu, sigmoid, sign, sqrt, tanh, where)
 from .ops.loss import log_softmax, softmax
 from .ops.matmul import matmul
-from .ops.movement import broadcast_shapes, cat, gather, index_select, stack
+from .ops.indexing import chunk, gather, index_select, narrow, select, split, unbind
+from .ops.masking import masked_select
+from .ops.movement import (broadcast_shapes, cat, flatten, movedim, moveaxis, permute, reshape, squeeze, stack,
+                           swapaxes, swapdims, t, transpose, unflatten, unsqueeze)
 from .ops.reduce import amax, amin, argmax, argmin, max, mean, min, sum, var  # noqa: A004
+from .ops.creation import linspace, logspace
+from .ops.einsum import einsum
+from .ops.generator import Generator, default_generator, get_rng_state, seed, set_rng_state
+from .ops.rearrange import flip, fliplr, flipud, masked_fill, roll, tile, tril, triu
+from .ops.reduce import all, any, logsumexp, norm, prod, std
+from .ops.sampling import bernoulli, multinomial, normal, randint
+from .ops.scan import cumsum
+from .ops.scatter import scatter, scatter_add
+from .ops.sort import argsort, msort, sort, topk
+from .ops.unary import (acos, allclose, asin, atan, ceil, cos, erf, expm1, floor, frac, isclose, isfinite,
+                        isinf, isnan, log1p, log2, log10, nan_to_num, reciprocal, round, rsqrt, sin, square, tan,
+                        trunc)
+arcsin, arccos, arctan = asin, acos, atan
 
 float = float32  # noqa: A001
 double = float64
@@ -59,7 +75,7 @@ def synchronize(device="webgpu"):
     get_backend(device).sync()
 
 
-from . import data, io, nn, optim  # noqa: E402  (they build on the names above)
+from . import data, io, linalg, nn, optim  # noqa: E402  (they build on the names above)
 from . import utils  # noqa: E402  (torch.utils.data as webgrad.utils.data)
 from .io import load, save  # noqa: E402
 from .capture import jit  # noqa: E402

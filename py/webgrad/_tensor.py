@@ -6,8 +6,9 @@ only forward to them, with PyTorch's names.
 """
 import array
 import math
+import weakref
 
-from . import dtypes
+from . import autograd as _autograd, dtypes
 from .autograd import backward as _backward
 from .backends import get_backend, resolve_device
 from .backends.base import View, contiguous_strides
@@ -15,18 +16,22 @@ from .backends.base import View, contiguous_strides
 
 class Tensor:
     __slots__ = ("_storage", "shape", "_strides", "_offset", "dtype", "device", "requires_grad",
-                 "grad", "_ctx", "_backend_view", "__weakref__")
+                 "grad", "_ctx", "_base", "_base_node", "_backend_view", "__weakref__")
 
-    def __init__(self, storage, shape, dtype, device, strides=None, offset=0):
+    def __init__(self, storage=None, shape=None, dtype=None, device=None, strides=None, offset=None):
+        if type(dtype) is not dtypes.DType:   # torch.Tensor(data) or torch.Tensor(*sizes), not a storage's view
+            storage, shape, dtype, device, strides, offset = _construct(storage, shape, dtype, device, strides, offset)
         self._storage = storage
         self.shape = shape if type(shape) is Size else Size(shape)
         self._strides = contiguous_strides(self.shape) if strides is None else tuple(strides)
-        self._offset = offset
+        self._offset = offset or 0
         self.dtype = dtype
         self.device = device
         self.requires_grad = False
         self.grad = None
         self._ctx = None
+        self._base = None   # the tensor this one is a view of (views of views name the first)
+        self._base_node = None   # the base's grad_fn when this view's was made (see autograd's apply)
         self._backend_view = None
 
     # ---- layout ----
@@ -39,6 +44,12 @@ class Tensor:
 
     def numel(self):
         return math.prod(self.shape)
+
+    nelement = numel
+    ndimension = dim
+
+    def storage_offset(self):
+        return self._offset
 
     def size(self, dim=None):
         return self.shape if dim is None else self.shape[_wrap_dim(dim, self.ndim)]
@@ -63,6 +74,8 @@ class Tensor:
     def _view(self):
         """What a backend sees of this tensor (backends.base.View); made once: a Tensor's storage
         and layout never change (whoever changes them must reset _backend_view)."""
+        if _autograd._unpacking is not None:   # a backward rule reads this tensor: is it as saved?
+            _autograd.check_saved(self)
         if self._backend_view is None:
             self._backend_view = View(self._storage, self.shape, self._strides, self._offset, self.dtype)
         return self._backend_view
@@ -70,9 +83,23 @@ class Tensor:
     def _set_data(self, value):
         """Point this tensor at value's storage, layout, dtype and device, staying the same object
         (`t.data = value`, Module.to): the one place a tensor's storage changes."""
-        self._storage, self.shape, self._strides, self._offset = value._storage, value.shape, value._strides, value._offset
-        self.dtype, self.device = value.dtype, value.device
+        self._storage, self.shape, self._strides = value._storage, value.shape, value._strides
+        self._offset, self.dtype, self.device = value._offset, value.dtype, value.device
         self._backend_view = None
+
+    @property
+    def data(self):
+        """The values without the autograd history (an alias, like detach())."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value):
+        self._set_data(value)
+
+    @property
+    def _version(self):
+        """How many in-place writes this tensor's storage has had (shared by its views)."""
+        return _autograd.version(self._storage)
 
     @property
     def is_leaf(self):
@@ -80,6 +107,8 @@ class Tensor:
 
     @property
     def grad_fn(self):
+        if self._base is not None and self._base._ctx is not self._base_node:   # a stale view's: anew
+            _autograd._refresh_view(self)
         return self._ctx
 
     # ---- autograd ----
@@ -89,13 +118,33 @@ class Tensor:
     def detach(self):
         return Tensor(self._storage, self.shape, self.dtype, self.device, self._strides, self._offset)
 
+    def detach_(self):
+        if self._base is not None:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        self._ctx, self.requires_grad = None, False
+        return self
+
     def requires_grad_(self, requires_grad=True):
         if requires_grad and not self.dtype.is_floating_point:
             raise RuntimeError(f"only floating point tensors can require gradients, not {self.dtype.name}")
         if not requires_grad and self._ctx is not None:
-            raise RuntimeError("requires_grad_(False) on a non-leaf tensor; use detach()")
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If you want to use a "
+                               "computed variable in a subgraph that doesn't require differentiation use "
+                               "var_no_grad = var.detach().")
         self.requires_grad = requires_grad
         return self
+
+    def retain_grad(self):
+        """Keep this non-leaf tensor's gradient in .grad at the next backward."""
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._ctx is not None:
+            self._ctx.retained = weakref.ref(self)
+
+    @property
+    def retains_grad(self):
+        retained = getattr(self._ctx, "retained", None)
+        return retained is not None and retained() is self
 
     # ---- host transfer ----
     def _host_bytes(self):
@@ -163,9 +212,9 @@ class Tensor:
                 dtype = a
         out = self
         if dtype is not None and dtypes.as_dtype(dtype) is not self.dtype:
-            out = E.cast(out, dtypes.as_dtype(dtype))
+            out = elementwise.cast(out, dtypes.as_dtype(dtype))
         if device is not None and resolve_device(device) != out.device:
-            out = M.to_device(out, resolve_device(device))
+            out = movement.to_device(out, resolve_device(device))
         return out
 
     def cpu(self):
@@ -190,106 +239,84 @@ class Tensor:
         return self.to(dtypes.bool_)
 
     def clone(self):
-        return E.clone(self)
+        return elementwise.clone(self)
 
     def contiguous(self):
-        return self if self.is_contiguous() else E.clone(self)
+        return self if self.is_contiguous() else elementwise.clone(self)
 
     # ---- elementwise ----
-    def __add__(self, other): return E.add(self, other)
-    def __radd__(self, other): return E.add(other, self)
-    def __sub__(self, other): return E.sub(self, other)
-    def __rsub__(self, other): return E.sub(other, self)
-    def __mul__(self, other): return E.mul(self, other)
-    def __rmul__(self, other): return E.mul(other, self)
-    def __truediv__(self, other): return E.div(self, other)
-    def __rtruediv__(self, other): return E.div(other, self)
-    def __pow__(self, other): return E.pow(self, other)
-    def __rpow__(self, other): return E.pow(other, self)
-    def __neg__(self): return E.neg(self)
-    def __abs__(self): return E.abs(self)
-    def __matmul__(self, other): return MM.matmul(self, other)
-    def __rmatmul__(self, other): return MM.matmul(other, self)
-    def __eq__(self, other): return E.eq(self, other)
-    def __ne__(self, other): return E.ne(self, other)
-    def __lt__(self, other): return E.lt(self, other)
-    def __le__(self, other): return E.le(self, other)
-    def __gt__(self, other): return E.gt(self, other)
-    def __ge__(self, other): return E.ge(self, other)
-    def __invert__(self): return E.logical_not(self)
-    def __and__(self, other): return E.logical_and(*_masks("&", self, other))
-    def __rand__(self, other): return E.logical_and(*_masks("&", other, self))
-    def __or__(self, other): return E.logical_or(*_masks("|", self, other))
-    def __ror__(self, other): return E.logical_or(*_masks("|", other, self))
+    def __add__(self, other): return elementwise.add(self, other)
+    def __radd__(self, other): return elementwise.add(other, self)
+    def __sub__(self, other): return elementwise.sub(self, other)
+    def __rsub__(self, other): return elementwise.sub(other, self)
+    def __mul__(self, other): return elementwise.mul(self, other)
+    def __rmul__(self, other): return elementwise.mul(other, self)
+    def __truediv__(self, other): return elementwise.div(self, other)
+    def __rtruediv__(self, other): return elementwise.div(other, self)
+    def __pow__(self, other): return elementwise.pow(self, other)
+    def __rpow__(self, other): return elementwise.pow(other, self)
+    def __neg__(self): return elementwise.neg(self)
+    def __abs__(self): return elementwise.abs(self)
+    def __matmul__(self, other): return matmul.matmul(self, other)
+    def __rmatmul__(self, other): return matmul.matmul(other, self)
+    def __eq__(self, other): return elementwise.eq(self, other)
+    def __ne__(self, other): return elementwise.ne(self, other)
+    def __lt__(self, other): return elementwise.lt(self, other)
+    def __le__(self, other): return elementwise.le(self, other)
+    def __gt__(self, other): return elementwise.gt(self, other)
+    def __ge__(self, other): return elementwise.ge(self, other)
+    def __invert__(self): return elementwise.logical_not(self)
+    def __and__(self, other): return elementwise.logical_and(*_masks("&", self, other))
+    def __rand__(self, other): return elementwise.logical_and(*_masks("&", other, self))
+    def __or__(self, other): return elementwise.logical_or(*_masks("|", self, other))
+    def __ror__(self, other): return elementwise.logical_or(*_masks("|", other, self))
     __hash__ = object.__hash__
     __array_ufunc__ = None   # NumPy defers to our reflected ops: np.float32(2) * x is a Tensor
 
-    def add(self, other): return E.add(self, other)
-    def sub(self, other): return E.sub(self, other)
-    def mul(self, other): return E.mul(self, other)
-    def div(self, other): return E.div(self, other)
-    def pow(self, other): return E.pow(self, other)
-    def neg(self): return E.neg(self)
-    def exp(self): return E.exp(self)
-    def log(self): return E.log(self)
-    def sqrt(self): return E.sqrt(self)
-    def abs(self): return E.abs(self)
-    def relu(self): return E.relu(self)
-    def tanh(self): return E.tanh(self)
-    def sigmoid(self): return E.sigmoid(self)
-    def maximum(self, other): return E.maximum(self, other)
-    def minimum(self, other): return E.minimum(self, other)
-    def clamp(self, min=None, max=None): return E.clamp(self, min, max)
+    def add(self, other): return elementwise.add(self, other)
+    def sub(self, other): return elementwise.sub(self, other)
+    def mul(self, other): return elementwise.mul(self, other)
+    def div(self, other): return elementwise.div(self, other)
+    def pow(self, other): return elementwise.pow(self, other)
+    def neg(self): return elementwise.neg(self)
+    def exp(self): return elementwise.exp(self)
+    def log(self): return elementwise.log(self)
+    def sqrt(self): return elementwise.sqrt(self)
+    def abs(self): return elementwise.abs(self)
+    def relu(self): return elementwise.relu(self)
+    def tanh(self): return elementwise.tanh(self)
+    def sigmoid(self): return elementwise.sigmoid(self)
+    def maximum(self, other): return elementwise.maximum(self, other)
+    def minimum(self, other): return elementwise.minimum(self, other)
+    def clamp(self, min=None, max=None): return elementwise.clamp(self, min, max)
     clip = clamp
-    def eq(self, other): return E.eq(self, other)
-    def ne(self, other): return E.ne(self, other)
-    def lt(self, other): return E.lt(self, other)
-    def le(self, other): return E.le(self, other)
-    def gt(self, other): return E.gt(self, other)
-    def ge(self, other): return E.ge(self, other)
+    def eq(self, other): return elementwise.eq(self, other)
+    def ne(self, other): return elementwise.ne(self, other)
+    def lt(self, other): return elementwise.lt(self, other)
+    def le(self, other): return elementwise.le(self, other)
+    def gt(self, other): return elementwise.gt(self, other)
+    def ge(self, other): return elementwise.ge(self, other)
 
-    # ---- reductions ----
-    def sum(self, dim=None, keepdim=False): return R.sum(self, dim, keepdim)
-    def mean(self, dim=None, keepdim=False): return R.mean(self, dim, keepdim)
-    def var(self, dim=None, keepdim=False, correction=1, unbiased=None):
-        return R.var(self, dim, keepdim, correction if unbiased is None else int(unbiased))
-    def std(self, dim=None, keepdim=False, correction=1):
-        return R.var(self, dim, keepdim, correction).sqrt()
-    def max(self, dim=None, keepdim=False): return R.max(self, dim, keepdim)
-    def min(self, dim=None, keepdim=False): return R.min(self, dim, keepdim)
-    def amax(self, dim=None, keepdim=False): return R.amax(self, dim, keepdim)
-    def amin(self, dim=None, keepdim=False): return R.amin(self, dim, keepdim)
-    def argmax(self, dim=None, keepdim=False): return R.argmax(self, dim, keepdim)
-    def argmin(self, dim=None, keepdim=False): return R.argmin(self, dim, keepdim)
-    def softmax(self, dim): return L.softmax(self, dim)
-    def log_softmax(self, dim): return L.log_softmax(self, dim)
+    # ---- reductions (sum, mean, max, ...: ops/reduce.py's, as methods too) ----
+    def softmax(self, dim): return loss.softmax(self, dim)
+    def log_softmax(self, dim): return loss.log_softmax(self, dim)
 
-    # ---- movement ----
-    def reshape(self, *shape): return M.reshape(self, _shape_args(shape))
-    def view(self, *shape):
-        if len(shape) == 1 and isinstance(shape[0], (dtypes.DType, str)):   # view(dtype): reinterpret the bytes
-            return M.view_dtype(self, shape[0])
-        return M.view(self, _shape_args(shape))
-    def flatten(self, start_dim=0, end_dim=-1): return M.flatten(self, start_dim, end_dim)
-    def permute(self, *dims): return M.permute(self, _shape_args(dims))
-    def transpose(self, dim0, dim1): return M.transpose(self, dim0, dim1)
-    def t(self):
-        if self.ndim > 2:
-            raise ValueError(f"t() expects a tensor with <= 2 dimensions, got {self.ndim}")
-        return M.transpose(self, 0, 1) if self.ndim == 2 else self
+    # ---- movement (reshape, view, permute, ...: tensor_methods of ops/movement.py, ops/indexing.py) ----
     @property
-    def T(self): return M.permute(self, tuple(reversed(range(self.ndim))))
+    def T(self): return movement.permute(self, tuple(reversed(range(self.ndim))))
     @property
-    def mT(self): return M.transpose(self, -2, -1)
-    def expand(self, *shape): return M.expand(self, _shape_args(shape))
-    def expand_as(self, other): return M.expand(self, other.shape)
-    def squeeze(self, dim=None): return M.squeeze(self, dim)
-    def unsqueeze(self, dim): return M.unsqueeze(self, dim)
-    def gather(self, dim, index): return M.gather(self, dim, index)
-    def index_select(self, dim, index): return M.index_select(self, dim, index)
-    def __getitem__(self, index): return M.getitem(self, index)
-    def matmul(self, other): return MM.matmul(self, other)
-    def mm(self, other): return MM.matmul(self, other)
+    def mT(self): return movement.transpose(self, -2, -1)
+    def __getitem__(self, index): return indexing.getitem(self, index)
+    def __setitem__(self, index, value): indexing.setitem(self, index, value)
+    def matmul(self, other): return matmul.matmul(self, other)
+    def mm(self, other): return matmul.matmul(self, other)
+
+
+def tensor_method(fn):
+    """Also make the op `fn(x, ...)` the Tensor method `x.fn(...)` (for ops defined in webgrad.ops,
+    beside their gradients, rather than listed here)."""
+    setattr(Tensor, fn.__name__, fn)
+    return fn
 
 
 class Size(tuple):
@@ -300,6 +327,24 @@ class Size(tuple):
 
     def __repr__(self):
         return f"webgrad.Size({list(self)})"
+
+
+def _construct(*args):
+    """(storage, shape, dtype, device, strides, offset) for torch.Tensor(data) (float32 values),
+    torch.Tensor(*sizes) or torch.Tensor(size) (zeros; torch leaves them uninitialised), from Tensor's
+    arguments as given (None where not)."""
+    from .ops.creation import tensor, zeros
+    device = args[3] if isinstance(args[3], str) or hasattr(args[3], "type") else None
+    given = [a for a in args if a is not None and a is not device]
+    if len(given) == 1 and not isinstance(given[0], (int, float)):   # data, or a Size
+        if not isinstance(given[0], Size):
+            t = tensor(given[0], dtype=dtypes.float32, device=device)
+            return t._storage, t.shape, t.dtype, t.device, t._strides, t._offset
+        given = list(given[0])
+    if not all(isinstance(s, int) and not isinstance(s, bool) for s in given):
+        raise TypeError(f"Tensor(): expected data (a sequence) or sizes (ints), got {tuple(given)}")
+    t = zeros(given or [0], device=device)
+    return t._storage, t.shape, t.dtype, t.device, t._strides, t._offset
 
 
 def _wrap_dim(dim, ndim):
@@ -320,13 +365,6 @@ def _masks(op, a, b):
     return a, b
 
 
-def _shape_args(args):
-    """reshape(2, 3) and reshape((2, 3)) both mean the shape (2, 3)."""
-    if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        args = args[0]
-    return tuple(int(a) for a in args)
-
-
 def _format(value):
     if isinstance(value, list):
         return "[" + ", ".join(_format(v) for v in value) + "]"
@@ -342,5 +380,5 @@ def _nest(flat, shape):
     return [_nest(flat[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
 
 
-from .ops import elementwise as E, loss as L, matmul as MM, movement as M, reduce as R  # noqa: E402
+from .ops import elementwise, indexing, inplace, loss, matmul, movement, reduce  # noqa: E402,F401  (the ops build on Tensor)
 from .ops.creation import ones_like  # noqa: E402,F401

@@ -4,13 +4,52 @@ A Function's forward runs on Tensors with grad recording off; its backward gets 
 gradient as a Tensor (or None, see Function.takes_unit_grad) and returns one gradient (or None)
 per Tensor input, written with Tensor ops, so every rule runs on whichever device the tensors
 live on.
+
+The graph's edges go from a node to its inputs' nodes as they were when it was recorded (a
+Function, or a leaf Tensor that accumulates .grad), not to the input Tensors: an in-place op gives
+a tensor a new node, and the nodes recorded before it still lead to the old one.
+
+Each storage has a version, counted up by every in-place write to it (views share it). A node
+notes its inputs' and output's versions; while its backward runs, reading a tensor whose storage
+has been written since raises, as PyTorch's saved-variable check does: the values it would use
+are gone.
 """
 import array
 import contextlib
 import math
+import weakref
 
 _grad_enabled = True
 _anomaly = False
+_versions = {}   # id(storage) -> times written in place (absent: 0)
+_watched = {}    # id(storage) -> weakref dropping its _versions entry when the storage dies
+_unpacking = None  # while a node's backward runs: the versions it noted, by id(storage)
+
+
+def version(storage):
+    return _versions.get(id(storage), 0)
+
+
+def bump_version(storage):
+    """Count an in-place write to storage."""
+    key = id(storage)
+    if key not in _watched:
+        _watched[key] = weakref.ref(storage, lambda _, key=key: (_versions.pop(key, None), _watched.pop(key, None)))
+    _versions[key] = _versions.get(key, 0) + 1
+
+
+def check_saved(t):
+    """Tensor._view's check while a node's backward runs: t's storage is as the node saw it."""
+    key = id(t._storage)
+    expected = _unpacking.get(key)
+    if expected is not None and _versions.get(key, 0) != expected:
+        from .ops.inplace import TYPE_NAMES
+        what = f" which is output 0 of {_op_name(t._ctx)}," if t._ctx is not None else ""
+        raise RuntimeError(
+            f"one of the variables needed for gradient computation has been modified by an inplace operation: "
+            f"[webgrad.{TYPE_NAMES[t.dtype.name]}Tensor {list(t.shape)}],{what} is at version "
+            f"{_versions.get(key, 0)}; expected version {expected} instead. Hint: the values it was computed "
+            f"from were overwritten; clone() the tensor before modifying it.")
 
 
 def is_grad_enabled():
@@ -171,15 +210,22 @@ class Function:
             _check_anomaly(ctx, [out], backward=False)
         if recording:
             Tensor = _tensor.Tensor
-            for a in args:
-                if isinstance(a, Tensor) and a.requires_grad:
-                    # The graph's node is a new Tensor object: ctx may keep `out` for its backward, and
-                    # ctx -> out -> ctx would be a reference cycle, its GPU buffers held until Python's
-                    # garbage collector happens to run.
-                    out = Tensor(out._storage, out.shape, out.dtype, out.device, out._strides, out._offset)
-                    out.requires_grad = True
-                    out._ctx = ctx
-                    break
+            tensors = [a for a in args if isinstance(a, Tensor)]
+            for t in tensors:
+                if t._base is not None and t._base._ctx is not t._base_node:
+                    _refresh_view(t)
+            if any(t.requires_grad for t in tensors):
+                ctx.edges = [(t._ctx or t) if t.requires_grad else None for t in tensors]
+                ctx.versions = {id(t._storage): _versions.get(id(t._storage), 0) for t in tensors}
+                ctx.versions[id(out._storage)] = _versions.get(id(out._storage), 0)
+                # The graph's node is a new Tensor object: ctx may keep `out` for its backward, and
+                # ctx -> out -> ctx would be a reference cycle, its GPU buffers held until Python's
+                # garbage collector happens to run.
+                inner = out
+                out = Tensor(out._storage, out.shape, out.dtype, out.device, out._strides, out._offset)
+                out._base, out._base_node = inner._base, inner._base_node
+                out.requires_grad = True
+                out._ctx = ctx
         return out
 
     def forward(self, *args, **kwargs):
@@ -190,32 +236,39 @@ class Function:
 
     def release(self):
         """Drop what forward kept for backward (the graph is freed after a backward)."""
-        self.__dict__ = {"inputs": self.inputs, "freed": True}
+        self.__dict__ = {"inputs": self.inputs, "edges": self.edges, "freed": True}
+
+
+def _refresh_view(t):
+    """A view's grad_fn anew, a view of its base's history now: the base was written in place since
+    the view's was made (as PyTorch regenerates a view's grad_fn)."""
+    from .ops.inplace import view_of_base
+    view_of_base(t)
 
 
 def _graph_order(root):
-    """Tensors of root's graph that need a gradient, outputs before their inputs."""
-    from ._tensor import Tensor
+    """The nodes of root's graph (Functions, and leaf Tensors), each before the nodes it leads to."""
     order, seen = [], set()
     stack = [(root, False)]
     while stack:
-        t, expanded = stack.pop()
+        node, expanded = stack.pop()
         if expanded:
-            order.append(t)
+            order.append(node)
             continue
-        if id(t) in seen:
+        if id(node) in seen:
             continue
-        seen.add(id(t))
-        stack.append((t, True))
-        if t._ctx is not None:
-            for parent in t._ctx.inputs:
-                if isinstance(parent, Tensor) and parent.requires_grad and id(parent) not in seen:
-                    stack.append((parent, False))
+        seen.add(id(node))
+        stack.append((node, True))
+        for parent in getattr(node, "edges", ()):
+            if parent is not None and id(parent) not in seen:
+                stack.append((parent, False))
     return reversed(order)
 
 
 def backward(root, grad=None, retain_graph=False):
+    global _unpacking
     from ._tensor import Tensor, ones_like
+    root_node = root.grad_fn or root   # (grad_fn: a view's anew where its base was written since)
     if not root.requires_grad:
         raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
     if grad is None:
@@ -223,38 +276,46 @@ def backward(root, grad=None, retain_graph=False):
             raise RuntimeError("grad can be implicitly created only for scalar outputs; "
                                "pass a gradient to backward()")
         grad = None if root._ctx is not None and root._ctx.takes_unit_grad else ones_like(root)
-    grads = {id(root): grad}
+    grads = {id(root_node): grad}
     # A backward rule's own ops are not checked one by one: its gradients are, named after it.
     check, rules_checked = _anomaly, _anomaly_mode(False)
     with _grad_mode(False), rules_checked:
-        for t in _graph_order(root):
-            if id(t) not in grads:
+        for node in _graph_order(root_node):
+            if id(node) not in grads:
                 continue
-            g = grads.pop(id(t))
-            ctx = t._ctx
-            if ctx is None:                      # a leaf: accumulate into .grad (dense, like the leaf,
-                t.grad = g.contiguous() if t.grad is None else t.grad + g   # not a broadcast view)
+            g = grads.pop(id(node))
+            if isinstance(node, Tensor):         # a leaf: accumulate into .grad (dense, like the leaf,
+                node.grad = g.contiguous() if node.grad is None else node.grad + g   # not a broadcast view)
                 continue
-            if ctx.freed:
+            if node.freed:
                 raise RuntimeError(
                     "Trying to backward through the graph a second time; its saved tensors "
                     "were freed after the first backward. Pass retain_graph=True the first time.")
-            input_grads = ctx.backward(g)
+            retained = getattr(node, "retained", None)   # Tensor.retain_grad's tensor
+            t = retained() if retained is not None else None
+            if t is not None and t._ctx is node:
+                g_t = g if g is not None else ones_like(t)
+                t.grad = g_t if t.grad is None else t.grad + g_t
+            _unpacking = node.versions
+            try:
+                input_grads = node.backward(g)
+            finally:
+                _unpacking = None
             if not isinstance(input_grads, tuple):
                 input_grads = (input_grads,)
             if check:
-                _check_anomaly(ctx, input_grads, backward=True)
-            tensors = [a for a in ctx.inputs if isinstance(a, Tensor)]
-            for parent, pg in zip(tensors, input_grads):
-                if pg is None or not parent.requires_grad:
+                _check_anomaly(node, input_grads, backward=True)
+            tensors = [a for a in node.inputs if isinstance(a, Tensor)]
+            for parent, edge, pg in zip(tensors, node.edges, input_grads):
+                if pg is None or edge is None:
                     continue
                 if pg.shape != parent.shape:
-                    raise RuntimeError(f"{type(ctx).__name__}.backward gave a gradient of shape "
+                    raise RuntimeError(f"{type(node).__name__}.backward gave a gradient of shape "
                                        f"{pg.shape} for an input of shape {parent.shape}")
-                key = id(parent)
+                key = id(edge)
                 grads[key] = pg if key not in grads else grads[key] + pg
             if not retain_graph:
-                ctx.release()
+                node.release()
 
 
 from . import _tensor  # noqa: E402 (a cycle: _tensor imports this module first)

@@ -96,7 +96,7 @@ class Sequential(_IndexedModules):
             raise ValueError(f"add operator supports only objects of Sequential class, but {type(other)} is given.")
         return Sequential(*self, *other)
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         for module in self:
             input = module(input)
         return input
@@ -353,7 +353,7 @@ class ParameterDict(Module):
         self.update(other)
         return self
 
-    def __call__(self, input):  # noqa: A002
+    def __call__(self, input):
         raise RuntimeError("ParameterDict should not be called.")
 
     def extra_repr(self):

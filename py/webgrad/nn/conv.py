@@ -58,7 +58,7 @@ class Conv2d(Module):
             return (tw // 2, tw - tw // 2, th // 2, th - th // 2)
         return None
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         widths = self._explicit_padding()
         if widths is None:
             return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation)
@@ -89,7 +89,7 @@ class MaxPool2d(Module):
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
         check_pool_padding(kernel_size, padding)
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
                             return_indices=self.return_indices)
 
@@ -114,7 +114,7 @@ class AvgPool2d(Module):
         self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
         check_pool_padding(kernel_size, padding)
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding)
 
     def extra_repr(self):
@@ -137,26 +137,26 @@ class _DropoutNd(Module):
 class Dropout(_DropoutNd):
     """In training, zero each element with probability p and scale the rest by 1/(1-p); identity in eval."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.dropout(input, self.p, self.training)
 
 
 class Dropout1d(_DropoutNd):
     """In training, zero whole channels of an (N, C, L) or (C, L) input and scale the rest by 1/(1-p)."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.dropout1d(input, self.p, self.training)
 
 
 class Dropout2d(_DropoutNd):
     """In training, zero whole channels of an (N, C, H, W) input and scale the rest by 1/(1-p)."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.dropout2d(input, self.p, self.training)
 
 
 class Dropout3d(_DropoutNd):
     """In training, zero whole channels of an (N, C, D, H, W) or (C, D, H, W) input."""
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.dropout3d(input, self.p, self.training)

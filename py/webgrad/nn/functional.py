@@ -1,35 +1,112 @@
-"""torch.nn.functional's names; softmax and the losses live in webgrad.ops.loss, convolution,
-pooling and pad in webgrad.ops.conv. Dropout and batch_norm are compositions of tensor ops, so
-they run (forward and backward) on the input's device."""
+"""torch.nn.functional's names and signatures. The ops live in webgrad.ops: softmax and the class
+losses in ops.loss, the elementwise losses in ops.pointwise_loss, activations in ops.activation and
+ops.elementwise, convolution, pooling and pad in ops.conv. Dropout and batch_norm are compositions
+of tensor ops, so they run (forward and backward) on the input's device."""
+import warnings
+
 from ..autograd import no_grad
+from ..ops import activation, loss as _loss, pointwise_loss as _pointwise
+from ..ops.attention import scaled_dot_product_attention
 from ..ops.conv import avg_pool2d, conv2d, max_pool2d, pad
-from ..ops.creation import rand_like
+from ..ops.creation import rand as _rand, rand_like
+from ..ops.embedding import embedding
+from ..ops.norm import layer_norm, rms_norm
 from ..ops.elementwise import gelu as _gelu, leaky_relu, relu, sigmoid, tanh
-from ..ops.loss import cross_entropy, log_softmax, mse_loss, softmax
+from ..ops.loss import log_softmax, softmax
 from ..ops.matmul import matmul_with_bias
 from ..ops.movement import write_into
+from ..ops.scatter import one_hot
 
-__all__ = ["avg_pool2d", "batch_norm", "conv2d", "cross_entropy", "dropout", "gelu", "leaky_relu", "linear",
-           "log_softmax", "max_pool2d", "mse_loss", "pad", "relu", "sigmoid", "softmax", "tanh"]
+__all__ = ["avg_pool2d", "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "conv2d",
+           "cross_entropy", "dropout", "gelu", "huber_loss", "kl_div", "l1_loss", "leaky_relu", "linear",
+           "log_softmax", "logsigmoid", "max_pool2d", "mse_loss", "nll_loss", "one_hot", "pad", "relu", "sigmoid",
+           "smooth_l1_loss", "softmax", "tanh"]
 
 
-def _check_gelu_approximate(approximate):
+def gelu(input, approximate="none"):
+    """Exact (erf) GELU, or with approximate='tanh' its tanh approximation; one kernel each."""
+    if approximate == "tanh":
+        return activation.gelu_tanh(input)
     if approximate != "none":
-        raise ValueError(f"gelu: approximate={approximate!r} is not supported; webgrad has the exact 'none'")
-    return approximate
-
-
-def gelu(input, approximate="none"):  # noqa: A002
-    _check_gelu_approximate(approximate)
+        raise RuntimeError("approximate argument must be either none or tanh.")
     return _gelu(input)
 
 
-def linear(input, weight, bias=None):  # noqa: A002
+_gelu_tanh = activation.gelu_tanh   # (nn.GELU's name for it)
+logsigmoid = activation.logsigmoid
+
+
+# ---- losses: PyTorch's signatures, legacy size_average/reduce included ----
+def _reduction(size_average, reduce, reduction):
+    """The reduction that the deprecated size_average / reduce flags name, where given (PyTorch's rule)."""
+    if size_average is None and reduce is None:
+        return reduction
+    if reduce is None or reduce:
+        return "mean" if size_average is None or size_average else "sum"
+    return "none"
+
+
+def _weighted(loss, weight, reduction, mean_by_weights=True):
+    """An elementwise loss times weight (one per element). As in PyTorch, mse_loss's and l1_loss's
+    weighted mean divides by the weights' sum, huber_loss's by the element count."""
+    if weight is None:
+        return _loss.reduce_loss(loss, reduction)
+    if weight.shape != loss.shape:
+        raise ValueError("Weights and input must have the same size.")
+    loss = loss * weight
+    if reduction == "mean" and mean_by_weights:
+        return loss.sum() / weight.sum()
+    return _loss.reduce_loss(loss, reduction)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    return _loss.cross_entropy(input, target, weight, ignore_index, _reduction(size_average, reduce, reduction),
+                               label_smoothing)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    return _loss.nll_loss(input, target, weight, ignore_index, _reduction(size_average, reduce, reduction))
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    return _weighted(_loss.mse_loss(input, target, "none"), weight, _reduction(size_average, reduce, reduction))
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    return _weighted(_pointwise.l1_loss(input, target, "none"), weight, _reduction(size_average, reduce, reduction))
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    return _pointwise.smooth_l1_loss(input, target, _reduction(size_average, reduce, reduction), beta)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    return _weighted(_pointwise.huber_loss(input, target, "none", delta), weight, reduction, mean_by_weights=False)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    return _pointwise.binary_cross_entropy(input, target, weight, _reduction(size_average, reduce, reduction))
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    return _pointwise.binary_cross_entropy_with_logits(input, target, weight,
+                                                       _reduction(size_average, reduce, reduction), pos_weight)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    return _pointwise.kl_div(input, target, _reduction(size_average, reduce, reduction), log_target)
+
+
+def linear(input, weight, bias=None):
     """input @ weight.T + bias, with weight of shape (out_features, in_features)."""
     return matmul_with_bias(input, weight.T, bias)
 
 
-def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
+def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability p and scale the rest by 1/(1-p) (training only).
     The mask is drawn on input's device from webgrad's seeded generator."""
     if not 0.0 <= p <= 1.0:
@@ -44,7 +121,7 @@ def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
     return input * (keep * (1.0 / (1.0 - p)))
 
 
-def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,  # noqa: A002
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
     """torch.nn.functional.batch_norm over dim 1 of an (N, C) or (N, C, *) input.
 
@@ -87,52 +164,39 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 
 
-# ---- activations and channel dropout composed of tensor ops (so they run on the input's device);
+# ---- activations (one kernel each, or compositions of tensor ops) and channel dropout;
 # inplace=True is accepted and computes out of place (the same values; the input is left as it is) ----
-import warnings  # noqa: E402
-
-from ..ops.creation import rand as _rand  # noqa: E402
-from ..ops.elementwise import where as _where  # noqa: E402
-
 __all__ += ["dropout1d", "dropout2d", "dropout3d", "elu", "hardtanh", "mish", "relu6", "silu", "softplus"]
 
 
-def silu(input, inplace=False):  # noqa: A002
-    return input * sigmoid(input)
+def silu(input, inplace=False):
+    return activation.silu(input)
 
 
-def elu(input, alpha=1.0, inplace=False):  # noqa: A002
-    # exp of the negative part only: exp(x) of a large x would overflow where x is kept as it is
-    return relu(input) + alpha * (input.clamp(max=0.0).exp() - 1.0)
+def elu(input, alpha=1.0, inplace=False):
+    return activation.elu(input, alpha)
 
 
-def softplus(input, beta=1.0, threshold=20.0):  # noqa: A002
+def softplus(input, beta=1.0, threshold=20.0):
     """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold (PyTorch's switch)."""
-    scaled = input * beta
-    return _where(scaled > threshold, input, (scaled.clamp(max=threshold).exp() + 1.0).log() * (1.0 / beta))
+    return activation.softplus(input, beta, threshold)
 
 
-def mish(input, inplace=False):  # noqa: A002
+def mish(input, inplace=False):
     return input * tanh(softplus(input))
 
 
-def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):  # noqa: A002
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
     return input.clamp(min_val, max_val)
 
 
-def relu6(input, inplace=False):  # noqa: A002
+def relu6(input, inplace=False):
     return hardtanh(input, 0.0, 6.0)
 
 
-def _gelu_tanh(input):  # noqa: A002
-    """GELU's tanh approximation (approximate='tanh'): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
-    inner = (input + input * input * input * 0.044715) * 0.7978845608028654
-    return input * 0.5 * (tanh(inner) + 1.0)
-
-
-def _feature_dropout(input, p, training, inplace, name):  # noqa: A002
+def _feature_dropout(input, p, training, inplace, name):
     """Zero whole channels (dim 1 of an (N, C, *) input) with probability p, scale the rest by 1/(1-p)."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
@@ -147,14 +211,14 @@ def _feature_dropout(input, p, training, inplace, name):  # noqa: A002
     return input * (keep * (1.0 / (1.0 - p)))
 
 
-def _maybe_unbatched_dropout(input, p, training, inplace, name, batched_ndim):  # noqa: A002
+def _maybe_unbatched_dropout(input, p, training, inplace, name, batched_ndim):
     """An input of fewer than batched_ndim dims has no batch dim: it is one sample."""
     if input.ndim == batched_ndim:
         return _feature_dropout(input, p, training, inplace, name)
     return _feature_dropout(input.unsqueeze(0), p, training, inplace, name).squeeze(0)
 
 
-def dropout1d(input, p=0.5, training=True, inplace=False):  # noqa: A002
+def dropout1d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels of an (N, C, L) or (C, L) input in training, scaling the rest by 1/(1-p)."""
     if input.ndim not in (2, 3):
         raise RuntimeError(f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D input. Note that "
@@ -163,22 +227,25 @@ def dropout1d(input, p=0.5, training=True, inplace=False):  # noqa: A002
     return _maybe_unbatched_dropout(input, p, training, inplace, "dropout1d", 3)
 
 
-def dropout2d(input, p=0.5, training=True, inplace=False):  # noqa: A002
+def dropout2d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels of an (N, C, H, W) input in training, scaling the rest by 1/(1-p). As in
     PyTorch, a 3-D input is read as (N, C, L) (channel-wise 1-D dropout), with a warning."""
     if input.ndim not in (3, 4):
-        warnings.warn(_DEPRECATED_NDIM.format(name="dropout2d", ndim=input.ndim, spatial=2, dims="3D or 4D"))
+        warnings.warn(_DEPRECATED_NDIM.format(name="dropout2d", ndim=input.ndim, spatial=2, dims="3D or 4D"),
+                      stacklevel=2)
     if input.ndim == 3:
         warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout "
                       "behavior is desired - input is interpreted as shape (N, C, L), where C is the channel dim. "
-                      "To maintain the 1D channel-wise dropout behavior, please switch to using dropout1d instead.")
+                      "To maintain the 1D channel-wise dropout behavior, please switch to using dropout1d instead.",
+                      stacklevel=2)
     return _feature_dropout(input, p, training, inplace, "dropout2d")
 
 
-def dropout3d(input, p=0.5, training=True, inplace=False):  # noqa: A002
+def dropout3d(input, p=0.5, training=True, inplace=False):
     """Zero whole channels of an (N, C, D, H, W) or (C, D, H, W) input in training."""
     if input.ndim not in (4, 5):
-        warnings.warn(_DEPRECATED_NDIM.format(name="dropout3d", ndim=input.ndim, spatial=3, dims="4D or 5D"))
+        warnings.warn(_DEPRECATED_NDIM.format(name="dropout3d", ndim=input.ndim, spatial=3, dims="4D or 5D"),
+                      stacklevel=2)
     return _maybe_unbatched_dropout(input, p, training, inplace, "dropout3d", 5)
 
 
@@ -186,3 +253,7 @@ _DEPRECATED_NDIM = ("{name}: Received a {ndim}-D input to {name}, which is depre
                     "in a future release. To retain the behavior and silence this warning, please use dropout "
                     "instead. Note that {name} exists to provide channel-wise dropout on inputs with {spatial} "
                     "spatial dimensions, a channel dimension, and an optional batch dimension (i.e. {dims} inputs).")
+
+
+# ---- language-model layers: embedding, layer / RMS norm and attention (fused kernels: webgrad.ops) ----
+__all__ += ["embedding", "layer_norm", "rms_norm", "scaled_dot_product_attention"]

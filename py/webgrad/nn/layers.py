@@ -26,7 +26,7 @@ class Linear(Module):
             bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
             init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self):
@@ -46,27 +46,27 @@ class _Activation(Module):
 
 
 class ReLU(_Activation):
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.relu(input)
 
 
 class Tanh(Module):
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.tanh(input)
 
 
 class Sigmoid(Module):
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.sigmoid(input)
 
 
 class SiLU(_Activation):
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.silu(input)
 
 
 class Mish(_Activation):
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.mish(input)
 
 
@@ -75,7 +75,7 @@ class GELU(Module):
         super().__init__()
         self.approximate = approximate
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         if self.approximate not in ("none", "tanh"):   # checked here, as PyTorch does
             raise RuntimeError("approximate argument must be either none or tanh.")
         return F.gelu(input) if self.approximate == "none" else F._gelu_tanh(input)
@@ -89,7 +89,7 @@ class LeakyReLU(_Activation):
         super().__init__(inplace)
         self.negative_slope = negative_slope
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.leaky_relu(input, self.negative_slope)
 
     def extra_repr(self):
@@ -101,7 +101,7 @@ class ELU(_Activation):
         super().__init__(inplace)
         self.alpha = alpha
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.elu(input, self.alpha)
 
     def extra_repr(self):
@@ -115,7 +115,7 @@ class Hardtanh(_Activation):
             raise AssertionError(f"max_val ({max_val}) must be greater than min_val ({min_val})")
         self.min_val, self.max_val = min_val, max_val
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.hardtanh(input, self.min_val, self.max_val)
 
     def extra_repr(self):
@@ -135,7 +135,7 @@ class Softplus(Module):
         super().__init__()
         self.beta, self.threshold = beta, threshold
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return F.softplus(input, self.beta, self.threshold)
 
     def extra_repr(self):
@@ -153,7 +153,7 @@ class Softmax(Module):
         super().__init__()
         self.dim = dim
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         dim = _implicit_softmax_dim("softmax", input.ndim) if self.dim is None else self.dim
         return F.softmax(input, dim)
 
@@ -162,7 +162,7 @@ class Softmax(Module):
 
 
 class LogSoftmax(Softmax):
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         dim = _implicit_softmax_dim("log_softmax", input.ndim) if self.dim is None else self.dim
         return F.log_softmax(input, dim)
 
@@ -172,7 +172,7 @@ class Flatten(Module):
         super().__init__()
         self.start_dim, self.end_dim = start_dim, end_dim
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return input.flatten(self.start_dim, self.end_dim)
 
     def extra_repr(self):
@@ -189,7 +189,7 @@ class Unflatten(Module):
                             f"{type(unflattened_size).__name__}")
         self.dim, self.unflattened_size = dim, unflattened_size
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         size = input.size(self.dim)   # an IndexError for a dim out of range
         dim = self.dim % input.ndim
         known = math.prod(s for s in self.unflattened_size if s != -1)
@@ -207,26 +207,8 @@ class Identity(Module):
     def __init__(self, *args, **kwargs):  # PyTorch accepts and ignores any arguments
         super().__init__()
 
-    def forward(self, input):  # noqa: A002
+    def forward(self, input):
         return input
-
-
-class CrossEntropyLoss(Module):
-    def __init__(self, reduction="mean", label_smoothing=0.0):
-        super().__init__()
-        self.reduction, self.label_smoothing = reduction, label_smoothing
-
-    def forward(self, input, target):  # noqa: A002
-        return F.cross_entropy(input, target, self.reduction, self.label_smoothing)
-
-
-class MSELoss(Module):
-    def __init__(self, reduction="mean"):
-        super().__init__()
-        self.reduction = reduction
-
-    def forward(self, input, target):  # noqa: A002
-        return F.mse_loss(input, target, self.reduction)
 
 
 ACTIVATIONS = {"relu": ReLU, "tanh": Tanh, "sigmoid": Sigmoid, "gelu": GELU, "leaky_relu": LeakyReLU}

@@ -1,45 +1,18 @@
-"""Module, PyTorch's container of parameters, buffers and submodules, and Parameter, the Tensor
-a module treats as learnable.
+"""Module, PyTorch's container of parameters, buffers and submodules.
 
-Assigning a Parameter to a module attribute registers it in `_parameters`, assigning a Module
-registers it in `_modules`, in assignment order, which gives PyTorch's dotted state_dict names.
-A buffer (register_buffer: BatchNorm's running statistics) is state that is no parameter: it is
-in state_dict after its module's parameters (unless registered with persistent=False), as in
-PyTorch, and moves with .to(). A Parameter used by two modules (weight tying) is one tensor:
-parameters() yields it once, so an optimizer updates it once.
+Assigning a Parameter (parameter.py) to a module attribute registers it in `_parameters`,
+assigning a Module registers it in `_modules`, in assignment order, which gives PyTorch's dotted
+state_dict names (state.py). A buffer (register_buffer: BatchNorm's running statistics) is state
+that is no parameter: it is in state_dict after its module's parameters (unless registered with
+persistent=False), as in PyTorch, and moves with .to(). A Parameter used by two modules (weight
+tying) is one tensor: parameters() yields it once, so an optimizer updates it once.
 """
-import collections
-import collections.abc
-
 from .. import dtypes
 from ..autograd import no_grad
-from ..ops.creation import as_tensor, empty, zeros_like
-from ..ops.movement import write_into
+from ..ops.creation import zeros_like
 from .._tensor import Tensor
-
-
-class Parameter(Tensor):
-    """A leaf tensor sharing data's values (copied when data is not contiguous: optimizers
-    update parameters flat). Ops on a Parameter give plain Tensors, as in PyTorch."""
-    __slots__ = ()
-
-    def __init__(self, data=None, requires_grad=True):
-        if data is None:
-            data = empty(0)
-        if not isinstance(data, Tensor):
-            raise TypeError(f"Parameter: expected a Tensor, got {type(data).__name__}")
-        data = data.detach().contiguous()
-        super().__init__(data._storage, data.shape, data.dtype, data.device, data._strides, data._offset)
-        self.requires_grad_(requires_grad)
-
-    def __repr__(self):
-        return "Parameter containing:\n" + super().__repr__()
-
-    def __deepcopy__(self, memo):
-        if id(self) not in memo:
-            memo[id(self)] = Parameter(self.detach().clone(), self.requires_grad)
-        return memo[id(self)]
-
+from . import state
+from .parameter import Parameter
 
 _TENSOR_TYPES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int32": "IntTensor", "uint8": "ByteTensor",
                  "bool": "BoolTensor"}
@@ -51,13 +24,6 @@ def typename(value):
         return "webgrad." + _TENSOR_TYPES[value.dtype.name]
     cls = type(value)
     return cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-
-
-class _IncompatibleKeys(collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
-    def __repr__(self):
-        if not self.missing_keys and not self.unexpected_keys:
-            return "<All keys matched successfully>"
-        return f"_IncompatibleKeys(missing_keys={self.missing_keys}, unexpected_keys={self.unexpected_keys})"
 
 
 def _addindent(text, spaces):
@@ -253,61 +219,18 @@ class Module:
         fn(self)
         return self
 
-    # ---- state ----
-    def _all_state(self):
-        """(dotted name, tensor) of state_dict in PyTorch's order: each module's parameters, then
-        its persistent buffers, then its children's (a shared module under each of its names)."""
-        for module_name, module in self._walk():
-            dot = f"{module_name}." if module_name else ""
-            for name, p in module._parameters.items():
-                if p is not None:
-                    yield dot + name, p
-            for name, b in module._buffers.items():
-                if b is not None and name not in module._non_persistent_buffers:
-                    yield dot + name, b
-
+    # ---- state (state.py) ----
     def state_dict(self, *, destination=None, prefix="", keep_vars=False):
         """Ordered name -> parameter or buffer, with PyTorch's dotted names: detached views sharing
         storage (the tensors themselves with keep_vars=True)."""
-        out = collections.OrderedDict() if destination is None else destination
-        for name, t in self._all_state():
-            out[prefix + name] = t if keep_vars else t.detach()
-        return out
+        return state.state_dict(self, destination, prefix, keep_vars)
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
         """Copy values into the existing parameters and buffers in place, so optimizers keep their
         references; returns the (missing_keys, unexpected_keys) named tuple. Values may be Tensors,
         NumPy arrays or nested lists; a torch int64 counter (num_batches_tracked) loads into
         webgrad's int32 one. Nothing is copied when an error is raised."""
-        if not isinstance(state_dict, collections.abc.Mapping):
-            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
-        if assign:
-            raise NotImplementedError("load_state_dict: assign=True is not supported; values are copied in place")
-        own = dict(self._all_state())
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
-        errors = []
-        if strict and missing:
-            errors.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
-        if strict and unexpected:
-            errors.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
-        sources = {}
-        for name, value in state_dict.items():
-            if name not in own:
-                continue
-            param = own[name]
-            if hasattr(value, "detach") and not isinstance(value, Tensor):   # a torch tensor
-                value = value.detach().cpu().numpy()
-            sources[name] = as_tensor(value, dtype=param.dtype, device=param.device)
-            if sources[name].shape != param.shape:
-                errors.append(f"size mismatch for {name}: copying a param with shape {tuple(sources[name].shape)} "
-                              f"from checkpoint, the shape in current model is {tuple(param.shape)}.")
-        if errors:
-            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
-        with no_grad():
-            for name, source in sources.items():
-                write_into(own[name], source)
-        return _IncompatibleKeys(missing, unexpected)
+        return state.load_state_dict(self, state_dict, strict, assign)
 
     # ---- modes, gradients, devices ----
     def train(self, mode=True):
@@ -339,7 +262,7 @@ class Module:
                 for p in module._parameters.values():
                     if p is not None and p not in converted:
                         converted[p] = p   # converted in place: the object itself is the result
-                        _set_data(p, fn(p))
+                        p._set_data(fn(p))   # p points at the result's storage, layout, dtype, device
                         if p.grad is not None:
                             p.grad = fn(p.grad)
                 for name, b in module._buffers.items():
@@ -388,11 +311,6 @@ class Module:
         elif lines:
             text += "\n  " + "\n  ".join(lines) + "\n"
         return text + ")"
-
-
-def _set_data(param, value):
-    """Point param at value's storage, layout, dtype and device: param stays the same object."""
-    param._set_data(value)
 
 
 def _parse_to(args, kwargs):

@@ -163,7 +163,7 @@ class RNNBase(Module):
                                    f"got {list(p.shape)}")
         return parts
 
-    def forward(self, input, hx=None):  # noqa: A002
+    def forward(self, input, hx=None):
         name = type(self).__name__
         if not isinstance(input, Tensor):
             raise TypeError(f"{name}: input must be a Tensor (packed sequences are not supported), got "
@@ -264,7 +264,7 @@ class RNNCellBase(Module):
     def reset_parameters(self):
         _uniform_init(self)
 
-    def _step(self, mode, input, hx, states):  # noqa: A002
+    def _step(self, mode, input, hx, states):
         """Run mode's step on input (N, input_size) or (input_size,) and hx: a tuple of `states`
         tensors (N, hidden) or (hidden,), or None for zeros. Returns the new state tuple."""
         name = type(self).__name__
@@ -304,7 +304,7 @@ class RNNCell(RNNCellBase):
         super().__init__(input_size, hidden_size, bias, 1, device, dtype)
         self.nonlinearity = nonlinearity
 
-    def forward(self, input, hx=None):  # noqa: A002
+    def forward(self, input, hx=None):
         if self.nonlinearity not in _NONLINEARITY_MODES:
             raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
         return self._step(_NONLINEARITY_MODES[self.nonlinearity], input, None if hx is None else (hx,), 1)[0]
@@ -314,7 +314,7 @@ class LSTMCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
         super().__init__(input_size, hidden_size, bias, 4, device, dtype)
 
-    def forward(self, input, hx=None):  # noqa: A002
+    def forward(self, input, hx=None):
         """hx: a tuple (h, c), or None for zeros; returns the tuple (h', c')."""
         if hx is not None and not (isinstance(hx, (tuple, list)) and len(hx) == 2):
             raise TypeError(f"LSTMCell: hx must be a tuple (h, c) of Tensors, not {type(hx).__name__}")
@@ -325,5 +325,5 @@ class GRUCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
         super().__init__(input_size, hidden_size, bias, 3, device, dtype)
 
-    def forward(self, input, hx=None):  # noqa: A002
+    def forward(self, input, hx=None):
         return self._step("GRU", input, None if hx is None else (hx,), 1)[0]

@@ -1,40 +1,27 @@
 """Creating tensors: from host data, constants, ranges and the seeded random generator.
 
 Host data travels as bytes in the host layout of its dtype (array/memoryview, no NumPy needed).
-Random numbers come from a counter-based generator (a hash of seed and element index), run by
-the same formula on both devices, so a seed gives the same numbers on cpu and webgpu.
+Random numbers come from a counter-based generator (ops/generator.py: a hash of seed and element
+index), run by the same formula on both devices, so a seed gives the same numbers on cpu and webgpu.
 """
 import array
 import math
+import struct
 
 from .. import dtypes
 from ..backends import get_backend, resolve_device
 from ..backends.base import FILL, PERMUTATION_ROUNDS, Elementwise
 from .._tensor import Tensor
+from .elementwise import where
+from .generator import default_generator, initial_seed, manual_seed  # noqa: F401  (re-exported: webgrad.manual_seed)
 
 ARANGE = Elementwise("arange", "a + T(i) * b", lambda np, i, a, b: a + i * b, index=True)
 
-_DEFAULT_SEED = 0x5EED
-_generator = {"seed": _DEFAULT_SEED, "offset": 0}
 
-
-def manual_seed(seed):
-    """Seed the generator behind rand/randn/init on every device."""
-    _generator["seed"] = int(seed) & 0xFFFFFFFF
-    _generator["offset"] = 0
-
-
-def initial_seed():
-    return _generator["seed"]
-
-
-def _drawer(count):
-    """A function giving (seed, offset) for `count` fresh numbers and moving the generator past them."""
-    def draw():
-        offset = _generator["offset"]
-        _generator["offset"] = (offset + count) & 0xFFFFFFFF
-        return _generator["seed"], offset
-    return draw
+def _drawer(count, generator=None):
+    """A function giving (seed, offset) for `count` fresh numbers of generator's stream (the default
+    generator's when None), moving it past them."""
+    return (generator or default_generator).drawer(count)
 
 
 def _shape(size):
@@ -88,11 +75,21 @@ def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False):
                 requires_grad=requires_grad)
 
 
+def _number(v):
+    """A bound given as a 0-d tensor is its value."""
+    return v.item() if isinstance(v, Tensor) else v
+
+
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
     if end is None:
         start, end = 0, start
+    start, end, step = _number(start), _number(end), _number(step)
     if step == 0:
-        raise ValueError("arange: step must be nonzero")
+        raise RuntimeError("step must be nonzero")
+    if not all(math.isfinite(v) for v in (start, end)):
+        raise RuntimeError(f"unsupported range: {start} -> {end}")
+    if (end - start) * step < 0:
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         dtype = dtypes.int32 if all(isinstance(v, int) for v in (start, end, step)) else dtypes.float32
     dtype, device = dtypes.as_dtype(dtype), resolve_device(device)
@@ -102,37 +99,67 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     return _new(storage, (count,), dtype, device, requires_grad)
 
 
-def _random(size, normal, dtype, device, requires_grad):
+def _f32(value):
+    """value rounded to float32, as a kernel computing in float32 holds it."""
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    """steps values from start to end; the first half counts up from start and the second down from
+    end, in float32 (as PyTorch computes them, so the ends are exact)."""
+    start, end = _number(start), _number(end)
+    if not isinstance(steps, int) or isinstance(steps, bool):
+        raise TypeError(f"linspace(): argument 'steps' must be int, not {type(steps).__name__}")
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    dtype = dtypes.as_dtype(dtype or dtypes.float32)
+    compute = dtype if dtype.is_floating_point else dtypes.float32
+    if steps <= 1:
+        return full((steps,), start, dtype=dtype, device=device, requires_grad=requires_grad)
+    low, high = (_f32(start), _f32(end)) if compute is dtypes.float32 else (float(start), float(end))
+    step = (high - low) / (steps - 1)
+    step = _f32(step) if compute is dtypes.float32 else step
+    i = arange(steps, dtype=compute, device=device)
+    out = where(i < steps // 2, i * step + low, high - (steps - 1 - i) * step).to(dtype)
+    return out.requires_grad_() if requires_grad else out
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
+    out = (float(base) ** linspace(start, end, steps, device=device)).to(dtypes.as_dtype(dtype or dtypes.float32))
+    return out.requires_grad_() if requires_grad else out
+
+
+def _random(size, normal, dtype, device, requires_grad, generator):
     shape = _shape(size)
     dtype, device = dtypes.as_dtype(dtype or dtypes.float32), resolve_device(device)
     if not dtype.is_floating_point:
         raise TypeError(f"rand/randn produce floating point tensors, not {dtype.name}")
     numel = math.prod(shape)
-    storage = get_backend(device).random(numel, normal, _drawer(2 * numel if normal else numel), dtype)
+    storage = get_backend(device).random(numel, normal, _drawer(2 * numel if normal else numel, generator), dtype)
     return _new(storage, shape, dtype, device, requires_grad)
 
 
-def randperm(n, *, dtype=None, device=None, draw=None):
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False, draw=None):
     """A random permutation of 0..n-1 (int32), made on the device. draw: a function giving the
-    (seed, offset) to use, for generators other than webgrad's (as DataLoader(seed=...) has)."""
+    (seed, offset) to use, for streams other than a Generator's (as DataLoader(seed=...) has)."""
     if not isinstance(n, int) or n < 0 or n > 0x7FFFFFFF:
         raise ValueError(f"randperm: n must be an int in [0, 2**31), got {n!r}")
     dtype, device = dtypes.as_dtype(dtype or dtypes.int32), resolve_device(device)
     if dtype is not dtypes.int32:
         raise TypeError(f"randperm makes int32 indices, not {dtype.name}")
     half = (max(1, (n - 1).bit_length()) + 1) // 2   # permute [0, 4^half), the least such range holding n
-    storage = get_backend(device).permutation(n, half, draw or _drawer(PERMUTATION_ROUNDS))
+    storage = get_backend(device).permutation(n, half, draw or _drawer(PERMUTATION_ROUNDS, generator))
     return _new(storage, (n,), dtype, device, False)
 
 
-def rand(*size, dtype=None, device=None, requires_grad=False):
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform on [0, 1)."""
-    return _random(size, False, dtype, device, requires_grad)
+    return _random(size, False, dtype, device, requires_grad, generator)
 
 
-def randn(*size, dtype=None, device=None, requires_grad=False):
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal."""
-    return _random(size, True, dtype, device, requires_grad)
+    return _random(size, True, dtype, device, requires_grad, generator)
 
 
 def rand_like(x, *, dtype=None, device=None):
@@ -152,13 +179,15 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
         return out.requires_grad_() if requires_grad else out
     if hasattr(data, "__array_interface__"):
         raw, shape, inferred = _from_numpy(data, dtype)
+        target = dtypes.as_dtype(dtype) if dtype is not None else inferred
+        if target is not inferred:
+            raw = _pack(array.array(inferred.array_code, raw).tolist(), target)
     else:
-        raw, shape, inferred = _from_python(data)
-    target = dtypes.as_dtype(dtype) if dtype is not None else inferred
+        flat, shape, inferred = _from_python(data)
+        target = dtypes.as_dtype(dtype) if dtype is not None else inferred
+        raw = _pack(flat, target)   # the Python numbers straight to target (float64 keeps every digit)
     if target is dtypes.float64 and device != "cpu":
         raise TypeError("float64 is not supported on webgpu (WGSL has no f64); use float32")
-    if target is not inferred:
-        raw = _convert(raw, inferred, target)
     storage = get_backend(device).upload(raw, target)
     return _new(storage, shape, target, device, requires_grad)
 
@@ -168,6 +197,15 @@ def as_tensor(data, dtype=None, device=None):
             device is None or resolve_device(device) == data.device):
         return data
     return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(ndarray):
+    """torch.from_numpy, as a copy on the default device (webgrad's tensors may live on a GPU, so it
+    cannot share the array's memory); float64 arrays become float32 as in tensor()."""
+    import numpy as np
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    return tensor(ndarray)
 
 
 def frombuffer(buffer, dtype=dtypes.uint8, *, device=None):
@@ -193,7 +231,7 @@ def _from_python(data):
         dtype = dtypes.float32
     if not flat and not shape:
         raise ValueError("could not infer a tensor from empty data")
-    return array.array(dtype.array_code, flat).tobytes(), tuple(shape), dtype
+    return flat, tuple(shape), dtype
 
 
 def _flatten(data, depth, shape, flat):
@@ -239,8 +277,8 @@ def _from_numpy(data, dtype):
     return np.ascontiguousarray(arr).tobytes(), tuple(arr.shape), inferred
 
 
-def _convert(raw, source, target):
-    values = array.array(source.array_code, raw).tolist()
+def _pack(values, target):
+    """Numbers as the host bytes of dtype target."""
     if target is dtypes.bool_:
         values = [bool(v) for v in values]
     elif target.is_floating_point:

@@ -11,8 +11,8 @@ import numbers
 from .. import dtypes
 from ..autograd import Function
 from ..backends import get_backend
-from ..backends.base import Elementwise
-from .._tensor import Size, Tensor
+from ..backends.base import Elementwise, wgsl_is_nan as _nan
+from .._tensor import Size, Tensor, tensor_method
 
 
 class MapOp(Elementwise):
@@ -54,20 +54,25 @@ DIV = MapOp("div", "a / b", lambda np, a, b: a / b,
             (lambda g, a, b, o: g / b, lambda g, a, b, o: -g * o / b), floating=True)
 POW = MapOp("pow", "pow_f(a, b)", _pow,
             (lambda g, a, b, o: g * b * pow(a, b - 1), lambda g, a, b, o: g * o * _log_any(a)), floating=True)
-MAXIMUM = MapOp("maximum", "max(a, b)", lambda np, a, b: np.maximum(a, b),
+# NaN operands give NaN (a + b is one), as in PyTorch: WGSL's max/min leave them to the driver
+MAXIMUM = MapOp("maximum", f"select(max(a, b), a + b, {_nan('a')} || {_nan('b')})",
+                lambda np, a, b: np.maximum(a, b),
                 (lambda g, a, b, o: _tie_split(g, a, b), lambda g, a, b, o: _tie_split(g, b, a)))
-MINIMUM = MapOp("minimum", "min(a, b)", lambda np, a, b: np.minimum(a, b),
+MINIMUM = MapOp("minimum", f"select(min(a, b), a + b, {_nan('a')} || {_nan('b')})",
+                lambda np, a, b: np.minimum(a, b),
                 (lambda g, a, b, o: _tie_split(g, b, a), lambda g, a, b, o: _tie_split(g, a, b)))
 NEG = MapOp("neg", "-a", lambda np, a: -a, (lambda g, a, o: -g,))
 EXP = MapOp("exp", "exp(a)", lambda np, a: np.exp(a), (lambda g, a, o: g * o,), floating=True)
 LOG = MapOp("log", "log_f(a)", lambda np, a: np.log(a), (lambda g, a, o: g / a,), floating=True)
 SQRT = MapOp("sqrt", "sqrt(a)", lambda np, a: np.sqrt(a), (lambda g, a, o: g / (2 * o),), floating=True)
 ABS = MapOp("abs", "abs(a)", lambda np, a: np.abs(a), (lambda g, a, o: g * sign(a),))
-SIGN = MapOp("sign", "sign(a)", lambda np, a: np.sign(a), (lambda g, a, o: None,))
+SIGN = MapOp("sign", f"select(sign(a), T(0), {_nan('a')})", lambda np, a: np.where(a != a, 0, np.sign(a)),
+             (lambda g, a, o: None,))   # sign(NaN) is 0 in PyTorch
 # relu's gradient as one kernel rather than g * (a > 0), two
 RELU_BACKWARD = MapOp("relu_backward", "select(T(0), a, b > T(0))",
                       lambda np, g, a: np.where(a > 0, g, np.zeros_like(g)))
-RELU = MapOp("relu", "max(a, T(0))", lambda np, a: np.maximum(a, 0), (lambda g, a, o: _map(RELU_BACKWARD, g, a),))
+RELU = MapOp("relu", f"select(max(a, T(0)), a, {_nan('a')})", lambda np, a: np.maximum(a, 0),
+             (lambda g, a, o: _map(RELU_BACKWARD, g, a),))
 LEAKY_RELU = MapOp("leaky_relu", "select(a * b, a, a > T(0))", lambda np, a, b: np.where(a > 0, a, a * b),
                    (lambda g, a, slope, o: g * where(a > 0, 1.0, slope), None), floating=True)
 TANH = MapOp("tanh", "tanh_f(a)", lambda np, a: np.tanh(a),
@@ -79,8 +84,13 @@ GELU_GRAD = MapOp("gelu_grad", f"0.5 * (1.0 + erf_f(a * {_SQRT1_2})) + a * exp(-
 GELU = MapOp("gelu", f"0.5 * a * (1.0 + erf_f(a * {_SQRT1_2}))",
              lambda np, a: (0.5 * a * (1 + _erf(np, a * _SQRT1_2))).astype(a.dtype),
              (lambda g, a, o: g * _map(GELU_GRAD, a),), floating=True)
-CLAMP = MapOp("clamp", "clamp(a, b, c)", lambda np, a, lo, hi: np.clip(a, lo, hi),
-              (lambda g, a, lo, hi, o: g * ((a >= lo) & (a <= hi)), None, None))
+# min(max(x, lo), hi), not WGSL's clamp (the median of the three where lo > hi); NaN anywhere gives
+# NaN. The gradients are PyTorch's: a bound gets it where it is the result, lo only while lo < hi.
+CLAMP = MapOp("clamp", f"select(min(max(a, b), c), a + b + c, {_nan('a')} || {_nan('b')} || {_nan('c')})",
+              lambda np, a, lo, hi: np.minimum(np.maximum(a, lo), hi),
+              (lambda g, a, lo, hi, o: where((a >= lo) & (a <= hi), g, 0.0),
+               lambda g, a, lo, hi, o: where((a < lo) & (lo < hi), g, 0.0),
+               lambda g, a, lo, hi, o: where((a > hi) | (hi < lo), g, 0.0)))
 WHERE = MapOp("where", "select(c, b, a != 0u)", lambda np, c, a, b: np.where(c, a, b),
               (None, lambda g, c, a, b, o: where(c, g, 0.0), lambda g, c, a, b, o: where(c, 0.0, g)),
               arg_kinds=(_BOOL, None, None))
@@ -226,14 +236,15 @@ def add(a, b): return _map(ADD, a, b)
 def sub(a, b): return _map(SUB, a, b)
 def mul(a, b): return _map(MUL, a, b)
 def div(a, b): return _map(DIV, a, b)
-def pow(a, b): return _map(POW, a, b)  # noqa: A001
+def pow(a, b): return _map(POW, a, b)
 def maximum(a, b): return _map(MAXIMUM, a, b)
 def minimum(a, b): return _map(MINIMUM, a, b)
 def neg(x): return _map(NEG, x)
 def exp(x): return _map(EXP, x)
 def log(x): return _map(LOG, x)
 def sqrt(x): return _map(SQRT, x)
-def abs(x): return _map(ABS, x)  # noqa: A001
+def abs(x): return _map(ABS, x)
+@tensor_method
 def sign(x): return _map(SIGN, x)
 def relu(x): return _map(RELU, x)
 def leaky_relu(x, negative_slope=0.01): return _map(LEAKY_RELU, x, float(negative_slope))
@@ -259,21 +270,15 @@ def where(condition, x, y):
     return _map(WHERE, condition, x, y)
 
 
-def clamp(x, min=None, max=None):  # noqa: A002
+def clamp(x, min=None, max=None):
+    """Bounds are numbers or tensors (broadcast with x); a missing one is the dtype's end."""
     if min is None and max is None:
-        raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
-    if isinstance(min, Tensor) or isinstance(max, Tensor):
-        out = x if min is None else maximum(x, min)
-        return out if max is None else minimum(out, max)
-    if not x.dtype.is_floating_point and (isinstance(min, float) or isinstance(max, float)):
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if not x.dtype.is_floating_point and any(isinstance(v, float) or isinstance(v, Tensor) and
+                                             v.dtype.is_floating_point for v in (min, max)):
         x = x.float()
-    if x.dtype.is_floating_point:
-        lo, hi = -math.inf, math.inf
-    else:
-        lo, hi = -2**31, 2**31 - 1
-    lo = lo if min is None else min
-    hi = hi if max is None else max
-    return _map(CLAMP, x, lo, hi)
+    lo, hi = (-math.inf, math.inf) if x.dtype.is_floating_point else (-2**31, 2**31 - 1)
+    return _map(CLAMP, x, lo if min is None else min, hi if max is None else max)
 
 
 def cast(x, dtype):

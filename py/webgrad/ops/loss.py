@@ -1,9 +1,13 @@
-"""Softmax, log-softmax and the losses built on them (numerically stable: the row max is
-subtracted before exp)."""
+"""Softmax, log-softmax, the class losses built on them (cross_entropy, nll_loss) and mse_loss (numerically
+stable: the row max is subtracted before exp). The plain cross-entropy (class indices, (N, C)
+logits, no weight, smoothing or ignore_index of its own) is one fused kernel each way; the options
+are composed of log_softmax, gather and reductions."""
 import math
+import warnings
 
 from .. import dtypes
 from ..autograd import Function
+from .elementwise import where
 from .movement import wrap_dim
 from .reduce import amax
 from .._tensor import Tensor
@@ -72,56 +76,122 @@ def log_softmax(x, dim):
     return _LogSoftmax.apply(_float(x, "log_softmax"), wrap_dim(dim, x.ndim))
 
 
-def _check_reduction(reduction):
+def check_reduction(reduction):
     if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"{reduction} is not a valid value for reduction; use 'mean', 'sum' or 'none'")
+        raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
-def _reduce_loss(loss, reduction):
-    _check_reduction(reduction)
+def reduce_loss(loss, reduction):
+    check_reduction(reduction)
     return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
 
 
-def cross_entropy(input, target, reduction="mean", label_smoothing=0.0):  # noqa: A002
-    """input: (N, C) or (C,) logits; target: int class indices (N,) or class probabilities like input."""
+def broadcast_target(name, input, target):
+    """PyTorch broadcasts a target of another shape, with a warning."""
+    if input.shape != target.shape:
+        warnings.warn(f"{name}: Using a target size ({tuple(target.shape)}) that is different to the input size "
+                      f"({tuple(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
+                      f"Please ensure they have the same size.", UserWarning, stacklevel=3)
+
+
+def mse_loss(input, target, reduction="mean"):
+    check_reduction(reduction)
+    broadcast_target("mse_loss", input, target)
+    diff = input - target
+    return reduce_loss(diff * diff, reduction)
+
+
+def _rows(x):
+    """(N, C, d1, ...) as (N * d1 * ..., C): the classes last, one row per position."""
+    return x if x.ndim == 2 else x.movedim(1, -1).reshape(-1, x.shape[1])
+
+
+def _check_classes(name, input, target, weight):
     if not isinstance(target, Tensor):
-        raise TypeError(f"cross_entropy: target must be a Tensor, not {type(target).__name__}")
-    if input.ndim not in (1, 2):
-        raise ValueError(f"cross_entropy expects (N, C) or (C,) logits, got shape {tuple(input.shape)}")
-    _check_reduction(reduction)
-    batched = input.ndim == 2
-    logits = input if batched else input.unsqueeze(0)
-    classes = logits.shape[1]
+        raise TypeError(f"{name}: target must be a Tensor, not {type(target).__name__}")
+    if input.ndim == 0:
+        raise ValueError(f"{name}: expected an input of 1 or more dimensions, got a 0-d tensor")
+    classes = input.shape[1] if input.ndim > 1 else input.shape[0]
+    if weight is not None and (weight.ndim != 1 or weight.shape[0] != classes):
+        raise RuntimeError(f"{name}: weight tensor should be defined either for all {classes} classes or no classes "
+                           f"but got weight tensor of shape: {list(weight.shape)}")
+    _float(input, name)
+    return classes
+
+
+def _class_targets(name, input, target):
+    """Class-index targets checked against input's shape: (N,) or (N, d1, ...) for (N, C, d1, ...), ()
+    for (C,)."""
+    if target.dtype is not dtypes.int32:
+        raise RuntimeError(f"{name}: expected int32 class indices (webgrad's int64), got {target.dtype.name}")
+    expected = tuple(input.shape[:1]) + tuple(input.shape[2:]) if input.ndim > 1 else ()
+    if expected and target.ndim and target.shape[0] != expected[0]:
+        raise ValueError(f"Expected input batch_size ({expected[0]}) to match target batch_size ({target.shape[0]}).")
+    if tuple(target.shape) != expected:
+        raise RuntimeError(f"Expected target size {list(expected)}, got {list(target.shape)}")
+
+
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+    """-input[n, target[n]] (times weight[target[n]]) per position; targets equal to ignore_index add
+    nothing, and 'mean' divides by the weight of the targets counted."""
+    _check_classes("nll_loss", input, target, weight)
+    _class_targets("nll_loss", input, target)
+    check_reduction(reduction)
+    return _nll(_rows(input if input.ndim > 1 else input.unsqueeze(0)), target, weight, ignore_index, reduction)
+
+
+def _nll(logp, target, weight, ignore_index, reduction, smoothing=0.0):
+    """nll_loss of (M, C) log-probabilities against the target (its shape is a 'none' result's), and
+    with smoothing, PyTorch's label smoothing blended in: the mean over classes of -logp (weighted)."""
+    labels = target.reshape(-1)
+    ignored = labels == ignore_index
+    safe = where(ignored, 0, labels)
+    counted = where(ignored, 0.0, 1.0 if weight is None else weight.index_select(0, safe))
+    loss = -logp.gather(1, safe.unsqueeze(1)).squeeze(1) * counted
+    if smoothing:
+        spread = -(logp if weight is None else logp * weight).sum(1)
+        spread = where(ignored, 0.0, spread) * (smoothing / logp.shape[1])
+        loss = loss * (1 - smoothing) + spread
+    if reduction == "none":
+        return loss.reshape(target.shape)
+    if reduction == "sum":
+        return loss.sum()
+    # every target ignored: NaN (0 / 0) and yet a zero gradient, as PyTorch gives
+    total = counted.sum()
+    return (loss / where(total == 0, 1.0, total)).sum() + where(total == 0, math.nan, 0.0)
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    """input: logits (N, C), (N, C, d1, ...) or (C,); target: class indices (int32) of input's shape
+    without C, or class probabilities of input's shape."""
+    classes = _check_classes("cross_entropy", input, target, weight)
+    check_reduction(reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    batched = input if input.ndim > 1 else input.unsqueeze(0)
     if target.dtype.is_floating_point:
         if target.shape != input.shape:
             raise RuntimeError(f"cross_entropy: a float target holds class probabilities and must have the input's "
                                f"shape {tuple(input.shape)}, got {tuple(target.shape)} (class indices are int32)")
-        probs = target if batched else target.unsqueeze(0)
+        probs = _rows(target if input.ndim > 1 else target.unsqueeze(0))
         if label_smoothing:
             probs = probs * (1 - label_smoothing) + label_smoothing / classes
-        loss = -(log_softmax(logits, 1) * probs).sum(1)
-    else:
-        if target.dtype is not dtypes.int32:
-            raise RuntimeError(f"cross_entropy: expected int32 class indices, got {target.dtype.name}")
-        labels = target if batched else target.reshape(1)
-        if labels.ndim != 1:
-            raise RuntimeError(f"cross_entropy: class-index targets must be 1-D (0-D for a (C,) input), "
-                               f"got shape {tuple(target.shape)}")
-        if labels.shape != (logits.shape[0],):
-            raise ValueError(f"cross_entropy: expected target of shape ({logits.shape[0]},) for input "
-                             f"{tuple(input.shape)}, got {tuple(target.shape)}")
-        if not label_smoothing:   # one node, the reduction included
-            loss = _CrossEntropy.apply(_float(logits, "cross_entropy"), labels, reduction)
-            return loss if batched or reduction != "none" else loss.squeeze(0)
-        logp = log_softmax(logits, 1)
-        loss = -logp.gather(1, labels.unsqueeze(1)).squeeze(1) * (1 - label_smoothing) - \
-            logp.mean(1) * label_smoothing
-    return _reduce_loss(loss if batched else loss.squeeze(0), reduction)
+        logp = log_softmax(_rows(batched), 1)
+        loss = -(logp * probs if weight is None else logp * probs * weight).sum(1)
+        if reduction == "none":
+            return loss.reshape(tuple(input.shape[:1]) + tuple(input.shape[2:]) if input.ndim > 1 else ())
+        return loss.sum() / (loss.shape[0] if loss.shape[0] else math.nan) if reduction == "mean" else loss.sum()
+    _class_targets("cross_entropy", input, target)
+    if _fused(input, target, weight, ignore_index, label_smoothing):
+        loss = _CrossEntropy.apply(batched, target.reshape(-1), reduction)
+        return loss if input.ndim > 1 or reduction != "none" else loss.squeeze(0)
+    return _nll(log_softmax(_rows(batched), 1), target, weight, ignore_index, reduction, label_smoothing)
 
 
-def mse_loss(input, target, reduction="mean"):  # noqa: A002
-    if input.shape != target.shape:
-        raise RuntimeError(f"mse_loss: input shape {tuple(input.shape)} and target shape "
-                         f"{tuple(target.shape)} differ")
-    diff = input - target
-    return _reduce_loss(diff * diff, reduction)
+def _fused(input, target, weight, ignore_index, label_smoothing):
+    """Whether the fused kernel computes this cross-entropy: class indices, no weight or smoothing, and
+    no ignore_index but PyTorch's default -100, which the kernel does not skip (it reads such a
+    label as class 0; the cpu device checks for it, and takes the composed path where it is found)."""
+    if input.ndim > 2 or weight is not None or label_smoothing or ignore_index != -100:
+        return False
+    return input.device != "cpu" or not (target == ignore_index).any().item()

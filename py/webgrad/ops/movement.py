@@ -1,14 +1,17 @@
 """Movement ops: views that only change (shape, strides, offset), and the ops that move data
-between positions (cat, gather, index_select, device copies).
+between positions (cat, gather, index_select, device copies). Picking elements by index (x[...],
+narrow, split, gather, index_select) is ops/indexing.py.
 
-A view shares its input's storage; its backward is the inverse movement of the gradient.
+A view shares its input's storage (and names it as its _base, for in-place writes through it); its
+backward is the inverse movement of the gradient.
 """
 import math
 
 from .. import dtypes
 from ..autograd import Function
 from .elementwise import IDENTITY
-from .._tensor import Tensor, _wrap_dim as wrap_dim
+from ..backends.base import contiguous_strides
+from .._tensor import Tensor, _wrap_dim as wrap_dim, tensor_method
 
 
 def broadcast_shapes(*shapes):
@@ -23,31 +26,59 @@ def broadcast_shapes(*shapes):
 
 
 def _as_view(x, shape, strides, offset):
-    return Tensor(x._storage, shape, x.dtype, x.device, strides, offset)
+    out = Tensor(x._storage, shape, x.dtype, x.device, strides, offset)
+    out._base = x if x._base is None else x._base
+    out._base_node = out._base._ctx
+    return out
+
+
+def _shape_args(args):
+    """reshape(2, 3) and reshape((2, 3)) both mean the shape (2, 3)."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = args[0]
+    return tuple(int(a) for a in args)
 
 
 # ---- reshape ----
 class _Reshape(Function):
     def forward(self, x, shape):
         self.in_shape = x.shape
-        strides = None
-        if not x.is_contiguous():
-            strides = _unit_dim_strides(x, shape)
-            if strides is None:
-                x = x.clone()
+        strides = _view_strides(x.shape, x._strides, shape)
+        if strides is None:   # no view has these elements in this shape: a copy does
+            return Tensor(x.clone()._storage, shape, x.dtype, x.device)
         return _as_view(x, shape, strides, x._offset)
 
     def backward(self, grad):
         return grad.reshape(self.in_shape)
 
 
-def _unit_dim_strides(x, shape):
-    """Strides that view x as `shape` without a copy when the two differ only in size-1 dims (x[:, 0],
-    squeeze and unsqueeze of strided views), else None."""
-    if [s for s in shape if s != 1] != [s for s in x.shape if s != 1]:
-        return None
-    kept = iter([st for size, st in zip(x.shape, x._strides) if size != 1])
-    return tuple(0 if s == 1 else next(kept) for s in shape)
+def _view_strides(old, strides, shape):
+    """The strides that show the elements of a tensor of shape `old` and these strides as `shape`,
+    or None where a new dim would span two of its runs of evenly spaced elements (PyTorch's rule)."""
+    if not old:
+        return (1,) * len(shape)
+    if strides == contiguous_strides(old) and math.prod(old):
+        return contiguous_strides(shape)
+    if math.prod(old) == 0:
+        new, step = [], 1
+        for size in reversed(shape):
+            new.append(step)
+            step *= max(size, 1)
+        return tuple(reversed(new))
+    new = [0] * len(shape)
+    view_d, base, tensor_numel, view_numel = len(shape) - 1, strides[-1], 1, 1
+    for d in range(len(old) - 1, -1, -1):
+        tensor_numel *= old[d]
+        if d == 0 or (old[d - 1] != 1 and strides[d - 1] != tensor_numel * base):   # a run ends at d
+            while view_d >= 0 and (view_numel < tensor_numel or shape[view_d] == 1):
+                new[view_d] = view_numel * base
+                view_numel *= shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if d > 0:
+                base, tensor_numel, view_numel = strides[d - 1], 1, 1
+    return tuple(new) if view_d == -1 else None
 
 
 def _infer_shape(shape, numel):
@@ -63,16 +94,35 @@ def _infer_shape(shape, numel):
     return tuple(shape)
 
 
-def reshape(x, shape):
-    shape = _infer_shape(tuple(shape), x.numel())
+@tensor_method
+def reshape(x, *shape):
+    shape = _shape_args(shape)
+    if shape == x.shape:
+        return x
+    shape = _infer_shape(shape, x.numel())
     return x if shape == x.shape else _Reshape.apply(x, shape)
 
 
-def view(x, shape):
-    if not x.is_contiguous():
-        raise RuntimeError("view size is not compatible with input tensor's size and stride; "
-                           "use .reshape(...) instead")
-    return reshape(x, shape)
+@tensor_method
+def view(x, *shape):
+    """A view in another shape (PyTorch raises where that needs a copy), or view(dtype)."""
+    if len(shape) == 1 and isinstance(shape[0], (dtypes.DType, str)):   # view(dtype): reinterpret the bytes
+        return view_dtype(x, shape[0])
+    shape = _infer_shape(_shape_args(shape), x.numel())
+    if _view_strides(x.shape, x._strides, shape) is None:
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
+                           "dimension spans across two contiguous subspaces). Use .reshape(...) instead.")
+    return _Reshape.apply(x, shape)
+
+
+@tensor_method
+def view_as(x, other):
+    return view(x, other.shape)
+
+
+@tensor_method
+def reshape_as(x, other):
+    return reshape(x, other.shape)
 
 
 _BITCASTABLE = (dtypes.float32, dtypes.int32, dtypes.uint8)
@@ -114,13 +164,31 @@ def view_dtype(x, dtype):
     return Tensor(x.backend.bitcast(x._storage, dtype), tuple(shape), dtype, x.device, strides, offset)
 
 
+@tensor_method
 def flatten(x, start_dim=0, end_dim=-1):
     if x.ndim == 0:
         return x.reshape(1)
     start, end = wrap_dim(start_dim, x.ndim), wrap_dim(end_dim, x.ndim)
+    if start > end:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
     return x.reshape(x.shape[:start] + (math.prod(x.shape[start:end + 1]),) + x.shape[end + 1:])
 
 
+@tensor_method
+def unflatten(x, dim, sizes):
+    dim = wrap_dim(dim, x.ndim)
+    sizes = tuple(sizes)
+    if not sizes:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    try:
+        sizes = _infer_shape(sizes, x.shape[dim])
+    except RuntimeError:
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {dim} "
+                           f"({x.shape[dim]}) in the input tensor") from None
+    return x.reshape(x.shape[:dim] + sizes + x.shape[dim + 1:])
+
+
+@tensor_method
 def squeeze(x, dim=None):
     if dim is None:
         dims = {d for d, s in enumerate(x.shape) if s == 1}
@@ -130,6 +198,7 @@ def squeeze(x, dim=None):
     return x.reshape(tuple(s for d, s in enumerate(x.shape) if d not in dims))
 
 
+@tensor_method
 def unsqueeze(x, dim):
     dim = wrap_dim(dim, x.ndim + 1)
     return x.reshape(x.shape[:dim] + (1,) + x.shape[dim:])
@@ -145,18 +214,50 @@ class _Permute(Function):
         return grad.permute(self.inverse)
 
 
-def permute(x, dims):
-    dims = tuple(wrap_dim(d, x.ndim) for d in dims)
+@tensor_method
+def permute(x, *dims):
+    dims = tuple(wrap_dim(d, x.ndim) for d in _shape_args(dims))
     if sorted(dims) != list(range(x.ndim)):
         raise RuntimeError(f"permute: dims {dims} are not a permutation of {x.ndim} dimensions")
     return x if dims == tuple(range(x.ndim)) else _Permute.apply(x, dims)
 
 
+@tensor_method
 def transpose(x, dim0, dim1):
     dims = list(range(x.ndim))
     a, b = wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim)
     dims[a], dims[b] = dims[b], dims[a]
     return permute(x, dims)
+
+
+swapaxes = swapdims = Tensor.swapaxes = Tensor.swapdims = transpose
+
+
+@tensor_method
+def t(x):
+    if x.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
+    return transpose(x, 0, 1) if x.ndim == 2 else x
+
+
+@tensor_method
+def movedim(x, source, destination):
+    source = [source] if isinstance(source, int) else list(source)
+    destination = [destination] if isinstance(destination, int) else list(destination)
+    if len(source) != len(destination):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({source} dims) should contain "
+                           f"the same number of dims as destination ({destination} dims)")
+    source = [wrap_dim(d, x.ndim) for d in source]
+    destination = [wrap_dim(d, x.ndim) for d in destination]
+    for name, dims in (("source", source), ("destination", destination)):
+        if len(set(dims)) < len(dims):
+            raise RuntimeError(f"movedim: repeated dim in `{name}` ({dims})")
+    rest = iter(d for d in range(x.ndim) if d not in source)
+    placed = dict(zip(destination, source))
+    return permute(x, [placed[d] if d in placed else next(rest) for d in range(x.ndim)])
+
+
+moveaxis = Tensor.moveaxis = movedim
 
 
 # ---- expand (broadcasting) ----
@@ -175,8 +276,9 @@ class _Expand(Function):
         return grad.sum(dims, keepdim=True).reshape(self.in_shape) if dims else grad
 
 
-def expand(x, shape):
-    shape = tuple(shape)
+@tensor_method
+def expand(x, *shape):
+    shape = _shape_args(shape)
     if len(shape) < x.ndim:
         raise RuntimeError(f"expand: the number of sizes provided ({len(shape)}) must be greater or "
                            f"equal to the number of dimensions in the tensor ({x.ndim})")
@@ -189,108 +291,22 @@ def expand(x, shape):
     return x if shape == x.shape else _Expand.apply(x, shape)
 
 
-# ---- basic indexing: ints, slices with steps, None, Ellipsis ----
-class _Slice(Function):
-    """x[starts[d] : starts[d] + sizes[d] * steps[d] : steps[d]] in every dim, as a view."""
-
-    def forward(self, x, starts, sizes, steps):
-        self.in_shape, self.window = x.shape, (starts, sizes, steps)
-        return _slice_view(x, starts, sizes, steps)
-
-    def backward(self, grad):
-        from .creation import zeros
-        out = zeros(self.in_shape, dtype=grad.dtype, device=grad.device)
-        write_into(_slice_view(out, *self.window), grad)
-        return out
+@tensor_method
+def expand_as(x, other):
+    return expand(x, other.shape)
 
 
+# ---- writes ----
 def _slice_view(x, starts, sizes, steps):
     offset = x._offset + sum(s * st for s, st in zip(starts, x._strides))
     return _as_view(x, sizes, tuple(st * step for st, step in zip(x._strides, steps)), offset)
 
 
 def write_into(target, source):
-    """Copy source's values into the view `target` (a kernel writing through target's strides)."""
+    """Copy source's values into the view `target` (a kernel writing through target's strides). A raw
+    write, for filling fresh tensors and for state updated outside autograd: in-place ops that
+    autograd and the version counter see go through ops/inplace.py."""
     target.backend.map(IDENTITY, (source._view,), target.shape, source.dtype, target.dtype, out=target._view)
-
-
-def getitem(x, index):
-    if isinstance(index, (Tensor, list)):
-        return _index_with_tensor(x, index)
-    if not isinstance(index, tuple):
-        index = (index,)
-    if any(isinstance(i, (Tensor, list)) for i in index):
-        raise TypeError("indexing with a tensor is supported only as the sole index (x[idx])")
-    n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
-    if n_real > x.ndim:
-        raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
-    if index.count(Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    if Ellipsis in index:
-        at = index.index(Ellipsis)
-        index = index[:at] + (slice(None),) * (x.ndim - n_real) + index[at + 1:]
-    else:
-        index = index + (slice(None),) * (x.ndim - n_real)
-    starts, sizes, steps, out_shape = [], [], [], []
-    dim = 0
-    for item in index:
-        if item is None:
-            out_shape.append(1)
-            continue
-        size = x.shape[dim]
-        if isinstance(item, slice):
-            start, stop, step = item.indices(size) if (item.step or 1) > 0 else (0, 0, item.step)
-            if step <= 0:
-                raise ValueError("step must be greater than zero")
-            count = max(0, (stop - start + step - 1) // step)
-            starts.append(start if count else 0)
-            sizes.append(count)
-            steps.append(step)
-            out_shape.append(count)
-        elif isinstance(item, int) or hasattr(item, "__index__"):
-            i = int(item)
-            if not -size <= i < size:
-                raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {size}")
-            starts.append(i % size)
-            sizes.append(1)
-            steps.append(1)
-        elif isinstance(item, float):   # torch's class for a float index; other types are TypeErrors
-            raise IndexError(f"only integers, slices, ellipsis, None and integer or bool tensors are valid "
-                             f"indices (got float {item})")
-        else:
-            raise TypeError(f"invalid index of type {type(item).__name__}")
-        dim += 1
-    out = x
-    if (tuple(starts), tuple(sizes)) != ((0,) * x.ndim, tuple(x.shape)) or any(s != 1 for s in steps):
-        out = _Slice.apply(x, tuple(starts), tuple(sizes), tuple(steps))
-    return out.reshape(tuple(out_shape))
-
-
-def _index_with_tensor(x, index):
-    if isinstance(index, list):
-        index = _list_index(x, index)
-    if index.dtype is dtypes.bool_:
-        raise TypeError("boolean mask indexing is not supported; use webgrad.where")
-    if index.dtype.is_floating_point:
-        raise IndexError("tensors used as indices must be integer tensors")
-    flat = index_select(x, 0, index.reshape(-1))
-    return flat.reshape(tuple(index.shape) + tuple(x.shape[1:]))
-
-
-def _list_index(x, index):
-    """x[[i, j, ...]]: the positions are host data, so they are checked here (a GPU gather cannot raise);
-    an empty list selects nothing, as in torch."""
-    from .creation import _flatten, tensor
-    shape, flat = [], []
-    _flatten(index, 0, shape, flat)
-    if not flat:
-        return tensor(index, dtype=dtypes.int32, device=x.device)
-    if all(isinstance(i, int) and not isinstance(i, bool) for i in flat):
-        size = x.shape[0] if x.ndim else 0
-        bad = next((i for i in flat if not -size <= i < size), None)
-        if bad is not None:
-            raise IndexError(f"index {bad} is out of bounds for dimension 0 with size {size}")
-    return tensor(index, device=x.device)
 
 
 # ---- cat / stack ----
@@ -310,7 +326,7 @@ class _Cat(Function):
     def backward(self, grad):
         grads, at = [], 0
         for size in self.sizes:
-            grads.append(_narrow(grad, self.dim, at, size))
+            grads.append(grad.narrow(self.dim, at, size))
             at += size
         return tuple(grads)
 
@@ -320,12 +336,6 @@ def _narrow_view(x, dim, start, length):
     sizes = list(x.shape)
     starts[dim], sizes[dim] = start, length
     return _slice_view(x, starts, tuple(sizes), (1,) * x.ndim)
-
-
-def _narrow(x, dim, start, length):
-    index = [slice(None)] * x.ndim
-    index[dim] = slice(start, start + length)
-    return x[tuple(index)]
 
 
 def cat(tensors, dim=0):
@@ -359,48 +369,6 @@ def stack(tensors, dim=0):
                            f"{[tuple(t.shape) for t in tensors]}")
     dim = wrap_dim(dim, tensors[0].ndim + 1)
     return cat([t.unsqueeze(dim) for t in tensors], dim)
-
-
-# ---- gather / index_select ----
-class _Gather(Function):
-    def forward(self, x, dim, index):
-        self.dim, self.index, self.in_shape = dim, index, x.shape
-        return Tensor(x.backend.gather(x._view, dim, index._view), index.shape, x.dtype, x.device)
-
-    def backward(self, grad):
-        storage = grad.backend.scatter_add(grad._view, self.dim, self.index._view, self.in_shape)
-        return Tensor(storage, self.in_shape, grad.dtype, grad.device), None
-
-
-def _check_index(name, x, index):
-    if not isinstance(index, Tensor):
-        raise TypeError(f"{name}: index must be a Tensor, not {type(index).__name__}")
-    if index.dtype is not dtypes.int32:
-        raise RuntimeError(f"{name}: expected an int32 index tensor, got {index.dtype.name}")
-    if index.device != x.device:
-        raise RuntimeError(f"{name}: index is on {index.device} but the input is on {x.device}")
-
-
-def gather(x, dim, index):
-    _check_index("gather", x, index)
-    dim = wrap_dim(dim, x.ndim)
-    if index.ndim != x.ndim:
-        raise RuntimeError(f"gather: index has {index.ndim} dimensions but the input has {x.ndim}")
-    for d, (i, s) in enumerate(zip(index.shape, x.shape)):
-        if d != dim and i > s:
-            raise RuntimeError(f"gather: index size {i} exceeds input size {s} in dimension {d}")
-    return _Gather.apply(x, dim, index)
-
-
-def index_select(x, dim, index):
-    _check_index("index_select", x, index)
-    if index.ndim > 1:
-        raise IndexError("index_select: index must be a 1-D tensor")
-    dim = wrap_dim(dim, x.ndim)
-    index = index.reshape(-1)
-    shape = x.shape[:dim] + (index.shape[0],) + x.shape[dim + 1:]
-    spread = index.reshape((1,) * dim + (-1,) + (1,) * (x.ndim - dim - 1)).expand(shape)
-    return _Gather.apply(x, dim, spread)
 
 
 # ---- devices ----

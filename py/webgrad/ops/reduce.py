@@ -1,16 +1,38 @@
-"""Reductions over any set of dims: sum, max, min (and their arg forms), mean, var.
+"""Reductions over any set of dims: sum, prod, max, min (and their arg forms), all, any, mean,
+var/std, logsumexp and vector norms.
 
 The backend reduces a strided input over the given dims in one kernel (shaders/reduce.wgsl);
 keepdim is a reshape here.
 """
+import builtins
 import collections
+import functools
 import math
 
 from .. import dtypes
-from ..backends.base import ARGMAX, ARGMIN, MAX, MIN, SUM
+from ..backends.base import ARGMAX, ARGMIN, MAX, MIN, SUM, Reduction
 from ..autograd import Function
+from .elementwise import MapOp, _map, maximum, minimum, where
 from .movement import wrap_dim
-from .._tensor import Tensor
+from .._tensor import Tensor, tensor_method
+
+PROD = Reduction("prod", "T(1)", "acc = acc * v;", lambda np, a, axes: a.prod(axis=axes))
+# 1 where x is nonzero: the 0-"norm"'s terms, whose gradient is zero (not none), as in PyTorch
+NONZERO = MapOp("nonzero", "select(T(0), T(1), a != T(0))", lambda np, a: (a != 0).astype(a.dtype),
+                (lambda g, a, o: g * 0.0,))
+
+
+def reduction(fn):
+    """A reduction, also as a Tensor method, taking the NumPy spellings torch accepts too: axis for
+    dim, keepdims for keepdim."""
+    @functools.wraps(fn)
+    def reduce_by_torch_names(x, *args, axis=None, keepdims=None, **kwargs):
+        if axis is not None:
+            kwargs["dim"] = axis
+        if keepdims is not None:
+            kwargs["keepdim"] = keepdims
+        return fn(x, *args, **kwargs)
+    return tensor_method(reduce_by_torch_names)
 
 
 def _dims(x, dim):
@@ -28,7 +50,7 @@ def _kept_shape(shape, dims):
 
 
 def _reduce(op, x, dims, keepdim, out_dtype):
-    if op is not SUM and any(x.shape[d] == 0 for d in dims):
+    if op not in (SUM, PROD) and builtins.any(x.shape[d] == 0 for d in dims):
         raise RuntimeError(f"{op.name}(): expected a non-empty input over the reduced dims")
     shape = tuple(s for d, s in enumerate(x.shape) if d not in dims)
     out = Tensor(x.backend.reduce(op, x._view, dims, out_dtype), shape, out_dtype, x.device)
@@ -59,19 +81,83 @@ class _Extreme(Function):
         return grad.reshape(kept) * hit / hit.sum(self.dims, keepdim=True)
 
 
-def sum(x, dim=None, keepdim=False):  # noqa: A001
-    return _Sum.apply(x, _dims(x, dim), keepdim)
+@reduction
+def sum(x, dim=None, keepdim=False, *, dtype=None):
+    return _Sum.apply(x if dtype is None else x.to(dtype), _dims(x, dim), keepdim)
 
 
-def mean(x, dim=None, keepdim=False):
+@reduction
+def mean(x, dim=None, keepdim=False, *, dtype=None):
     dims = _dims(x, dim)
+    if dtype is not None:
+        x = x.to(dtype)
     if not x.dtype.is_floating_point:
         x = x.float()
     count = math.prod(x.shape[d] for d in dims)
     return sum(x, dims, keepdim) / count if count else sum(x, dims, keepdim) * math.nan
 
 
-def var(x, dim=None, keepdim=False, correction=1):
+class _Prod(Function):
+    """The product's gradient is the product of the other elements: out / x where x has no zeros,
+    and worked out from the nonzero elements' product where it has (as PyTorch does)."""
+
+    def forward(self, x, dims, keepdim):
+        self.x, self.dims = x, dims
+        out_dtype = x.dtype if x.dtype.is_floating_point else dtypes.int32
+        return _reduce(PROD, x, dims, keepdim, out_dtype)
+
+    def backward(self, grad):
+        x, dims = self.x, self.dims
+        zero = x == 0
+        zeros = zero.int().sum(dims, keepdim=True)
+        others = _reduce(PROD, where(zero, 1.0, x), dims, True, x.dtype)   # the product of the nonzero elements
+        share = where(zero, where(zeros == 1, others, 0.0), where(zeros == 0, others / x, 0.0))
+        return share * grad.reshape(_kept_shape(x.shape, dims))
+
+
+@reduction
+def prod(x, dim=None, keepdim=False, *, dtype=None):
+    if dtype is not None:
+        x = x.to(dtype)
+    if dim is not None and isinstance(dim, (tuple, list)):
+        raise TypeError("prod(): dim must be a single int, not a tuple (as in torch)")
+    return _Prod.apply(x, _dims(x, dim), keepdim)
+
+
+def _truth(x, dim, keepdim, op, empty):
+    """all (op MIN) / any (op MAX) as bool: over no elements they are `empty`."""
+    dims = _dims(x, dim)
+    if builtins.any(x.shape[d] == 0 for d in dims):
+        from .creation import full
+        shape = _kept_shape(x.shape, dims) if keepdim else tuple(s for d, s in enumerate(x.shape) if d not in dims)
+        return full(shape, empty, dtype=dtypes.bool_, device=x.device)
+    return _reduce(op, x != 0, dims, keepdim, dtypes.bool_)
+
+
+@reduction
+def all(x, dim=None, keepdim=False):
+    return _truth(x, dim, keepdim, MIN, True)
+
+
+@reduction
+def any(x, dim=None, keepdim=False):
+    return _truth(x, dim, keepdim, MAX, False)
+
+
+def _var_correction(dim, unbiased, correction):
+    """PyTorch's var/std arguments: (dim, unbiased, keepdim) positionally, or correction= by keyword;
+    var(True) means unbiased=True."""
+    if isinstance(dim, bool):
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise TypeError("var/std: unbiased and correction cannot both be given")
+    return dim, (1 if unbiased is None and correction is None else
+                 int(unbiased) if unbiased is not None else correction)
+
+
+@reduction
+def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    dim, correction = _var_correction(dim, unbiased, correction)
     dims = _dims(x, dim)
     if not x.dtype.is_floating_point:
         x = x.float()
@@ -81,10 +167,29 @@ def var(x, dim=None, keepdim=False, correction=1):
     return sum(deviation * deviation, dims, keepdim) / (count - correction if count > correction else 0)
 
 
+@reduction
+def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return var(x, dim, unbiased, keepdim, correction=correction).sqrt()
+
+
+@reduction
+def logsumexp(x, dim, keepdim=False):
+    """log(sum(exp(x))) with the max taken out first (0 where it is infinite, as in PyTorch)."""
+    dims = _dims(x, dim)
+    if not x.dtype.is_floating_point:
+        x = x.float()
+    top = amax(x.detach(), dims, keepdim=True)
+    top = where(top.abs() == math.inf, 0.0, top)
+    out = (x - top).exp().sum(dims, keepdim=True).log() + top
+    return out if keepdim else out.reshape(tuple(s for d, s in enumerate(x.shape) if d not in dims))
+
+
+@reduction
 def amax(x, dim=None, keepdim=False):
     return _Extreme.apply(x, MAX, _dims(x, dim), keepdim)
 
 
+@reduction
 def amin(x, dim=None, keepdim=False):
     return _Extreme.apply(x, MIN, _dims(x, dim), keepdim)
 
@@ -92,12 +197,19 @@ def amin(x, dim=None, keepdim=False):
 MinMax = collections.namedtuple("MinMax", ["values", "indices"])
 
 
-def max(x, dim=None, keepdim=False):  # noqa: A001
-    """max() over everything, or (values, indices) along one dim, as in PyTorch."""
+@reduction
+def max(x, dim=None, keepdim=False):
+    """max() over everything, (values, indices) along one dim, or with a tensor, maximum(x, other),
+    as in PyTorch."""
+    if isinstance(dim, Tensor):
+        return maximum(x, dim)
     return amax(x) if dim is None else _values_and_indices(ARGMAX, x, dim, keepdim)
 
 
-def min(x, dim=None, keepdim=False):  # noqa: A001
+@reduction
+def min(x, dim=None, keepdim=False):
+    if isinstance(dim, Tensor):
+        return minimum(x, dim)
     return amin(x) if dim is None else _values_and_indices(ARGMIN, x, dim, keepdim)
 
 
@@ -122,9 +234,58 @@ def _arg(op, x, dim, keepdim):
     return _reduce(op, x, (wrap_dim(dim, x.ndim),), keepdim, dtypes.int32)
 
 
+@reduction
 def argmax(x, dim=None, keepdim=False):
     return _arg(ARGMAX, x, dim, keepdim)
 
 
+@reduction
 def argmin(x, dim=None, keepdim=False):
     return _arg(ARGMIN, x, dim, keepdim)
+
+
+class _PNorm(Function):
+    """sum(|x|^p)^(1/p) for a finite p > 0, with PyTorch's gradient: sign(x) |x|^(p-1) / norm^(p-1),
+    0 where x is 0 or the norm is 0 (so a zero vector's 2-norm has gradient 0, not NaN)."""
+
+    def forward(self, x, p, dims, keepdim):
+        self.x, self.p, self.dims = x, p, dims
+        a = x.abs()
+        total = sum(a * a if p == 2 else a ** p, dims, keepdim=True)
+        self.out = total.sqrt() if p == 2 else total ** (1.0 / p)
+        return self.out if keepdim else self.out.reshape(tuple(s for d, s in enumerate(x.shape) if d not in dims))
+
+    def backward(self, grad):
+        x, p, out = self.x, self.p, self.out
+        scaled = x if p == 2 else where(x == 0, 0.0, x.sign() * x.abs() ** (p - 1))
+        scale = where(out == 0, 0.0, grad.reshape(out.shape) / (out if p == 2 else out ** (p - 1)))
+        return scaled * scale
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """torch.linalg.vector_norm: ord 2 (default), any p > 0, inf, -inf and 0 (the count of nonzeros)."""
+    if dtype is not None:
+        x = x.to(dtype)
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. "
+                           f"Got {x.dtype.name}")
+    dims = _dims(x, dim)
+    if ord == math.inf:
+        return amax(x.abs(), dims, keepdim)
+    if ord == -math.inf:
+        return amin(x.abs(), dims, keepdim)
+    if ord == 0:
+        return sum(_map(NONZERO, x), dims, keepdim)
+    if ord == 1:
+        return sum(x.abs(), dims, keepdim)
+    if ord < 0:
+        raise NotImplementedError(f"vector_norm: ord={ord} (a negative p) is not supported")
+    return _PNorm.apply(x, float(ord), dims, keepdim)
+
+
+@tensor_method
+def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
+    """torch.norm: 'fro' (the 2-norm of the elements, over dim or all of them) or a vector p-norm."""
+    if p == "nuc":
+        raise NotImplementedError("norm: the nuclear norm is not supported")
+    return vector_norm(x, 2 if p == "fro" else p, dim, keepdim, dtype=dtype)

@@ -6,21 +6,27 @@ import sys
 
 from ... import dtypes
 from ..base import COPY, Backend, flat
+from .kernels.attention import AttentionKernels
 from .kernels.common import buffer_request
 from .kernels.conv import ConvKernels
+from .kernels.embedding import EmbeddingKernels
 from .kernels.gather import GatherKernels
 from .kernels.loss import LossKernels
 from .kernels.map import MapKernels
 from .kernels.matmul import MatmulKernels
+from .kernels.norm import NormKernels
 from .kernels.optim import OptimKernels
 from .kernels.pool import PoolKernels
 from .kernels.random import RandomKernels
 from .kernels.reduce import ReduceKernels
+from .kernels.scan import ScanKernels
+from .kernels.sort import SortKernels
 from .runtime import Runtime
 
 
 class WebGPUBackend(MapKernels, ReduceKernels, MatmulKernels, ConvKernels, GatherKernels, PoolKernels,
-                    LossKernels, RandomKernels, OptimKernels, Backend):
+                    LossKernels, RandomKernels, OptimKernels, ScanKernels, SortKernels, NormKernels, EmbeddingKernels,
+                    AttentionKernels, Backend):
     """Backend's methods, each from its kernel family's module; here only storage and transfers."""
     name = "webgpu"
 

@@ -67,8 +67,10 @@ class BrowserDriver:
     def write_buffer(self, handle, offset, data):
         _call(self._bridge.writeBuffer, handle, offset, to_js(data))
 
-    def read_buffer(self, handle, offset, size):
-        return _await(self._bridge.readBuffer, handle, offset, size).to_bytes()
+    def read_buffers(self, regions):
+        # [handle, offset, size] per region, as JS numbers (offsets may pass 2**31)
+        flat = [number for region in regions for number in region]
+        return _await(self._bridge.readBuffers, to_js(flat)).to_bytes()
 
     def destroy_buffer(self, handle, bind_groups):
         self._bridge.destroyBuffer(handle, to_js(bind_groups))

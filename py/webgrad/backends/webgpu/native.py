@@ -99,8 +99,19 @@ class NativeDriver:
         self._queue.write_buffer(self._buffers[handle], offset, data)
 
     @_on_device
-    def read_buffer(self, handle, offset, size):
-        return self._queue.read_buffer(self._buffers[handle], offset, size)
+    def read_buffers(self, regions):
+        staging = self._device.create_buffer(size=sum(size for _, _, size in regions),
+                                             usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+        encoder = self._device.create_command_encoder()
+        at = 0
+        for handle, offset, size in regions:
+            encoder.copy_buffer_to_buffer(self._buffers[handle], offset, staging, at, size)
+            at += size
+        self._queue.submit([encoder.finish()])
+        staging.map_sync(wgpu.MapMode.READ)
+        data = staging.read_mapped()   # a copy: the staging buffer goes now
+        staging.destroy()
+        return data
 
     def destroy_buffer(self, handle, bind_groups):
         self._buffers.pop(handle).destroy()

@@ -12,7 +12,9 @@ decides nothing; GPU objects stay on its side, named by the integer handles and 
     info, limits (REPORTED_LIMITS, by these names), is_software
     create_buffer(size) -> handle                      size: a multiple of 4
     write_buffer(handle, offset, data)                 offset and len(data): multiples of 4
-    read_buffer(handle, offset, size) -> bytes         likewise
+    read_buffers(regions) -> bytes                     regions: (handle, offset, size) each, word-aligned;
+        their bytes back to back, from one copy into one staging buffer and one map (a read of a
+        value fetches the index error words with it: index_errors.py)
     destroy_buffer(handle, bind_groups)                the bind groups (ids) that bind it go too
     create_pipeline(label, wgsl, entry, bindings) -> handle   bindings: "read" | "read_write" each
     create_arena(size)                                 the params arena, replacing the last one
@@ -28,6 +30,7 @@ import struct
 from collections import defaultdict
 
 from .bind_groups import BindGroups
+from .index_errors import RECORD, IndexErrors
 
 PARAMS_BYTES = 256   # one dispatch's parameter block (256 is also the largest legal offset alignment)
 PARAMS_WORDS = PARAMS_BYTES // 4
@@ -154,6 +157,7 @@ class Runtime:
         self._max_groups = self.limits["max_compute_workgroups_per_dimension"]
         # Freed buffers kept for reuse, at most this many bytes; the rest are destroyed.
         self.pool_limit = POOL_LIMIT
+        self.index_errors = IndexErrors(self.alloc(RECORD.size), driver)   # kernels that check indices bind it
 
     # ---- buffers ----
     def alloc(self, nbytes, what=None):
@@ -198,7 +202,7 @@ class Runtime:
 
     def _upload(self, handle, data):
         """Write data at the buffer's start, widened to whole words (all WebGPU writes)."""
-        start, data = word_aligned(0, data, lambda at: self.driver.read_buffer(handle, at, 4))
+        start, data = word_aligned(0, data, lambda at: self.driver.read_buffers([(handle, at, 4)]))
         if data:
             self.driver.write_buffer(handle, start, data)
 
@@ -211,7 +215,9 @@ class Runtime:
         if nbytes == 0:
             return b""
         start, size = word_window(offset, nbytes)
-        return self.driver.read_buffer(storage.handle, start, size)[offset - start: offset - start + nbytes]
+        data = self.driver.read_buffers([(storage.handle, start, size), self.index_errors.region])
+        self.index_errors.raise_recorded(data[size:])
+        return data[offset - start: offset - start + nbytes]
 
     def empty_pool(self):
         self.flush()
@@ -353,7 +359,8 @@ class Runtime:
 
     def memory_stats(self):
         """Bytes are whole buffers (tensors get a size class: see _size_class). live: held by
-        tensors (or a jit recording); pool: freed, kept for reuse; peak: the most ever live."""
+        tensors (or a jit recording), and the index error words; pool: freed, kept for reuse; peak:
+        the most ever live."""
         return {"live_buffers": self.live_buffers, "live_bytes": self.live_bytes,
                 "pool_buffers": sum(len(handles) for handles in self._free.values()),
                 "pool_bytes": self.pool_bytes, "pool_limit": self.pool_limit, "peak_bytes": self.peak_bytes}

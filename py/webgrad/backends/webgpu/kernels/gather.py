@@ -4,11 +4,16 @@ import functools
 import math
 
 from .... import dtypes
+from .. import index_errors
 from .common import check_gpu_dtype, fill, groups
 from .params import ParamBlock, u32
 
 # Index positions one scatter_add dispatch sums per output (each thread loops over them).
 SCATTER_SPAN = 4096
+# What the kernels report an index out of range as (torch's words; index_errors.py).
+OUT_OF_BOUNDS = "index {index} is out of bounds for dimension {dim} with size {size}"
+GATHER_ERROR = index_errors.code("gather", OUT_OF_BOUNDS)
+SCATTER_ERROR = index_errors.code("scatter_add", OUT_OF_BOUNDS)
 # Operand layouts kept worked out (_layout); past this many the oldest go.
 GATHER_LAYOUTS_KEPT = 256
 
@@ -53,8 +58,11 @@ class GatherKernels:
             raise TypeError(f"webgpu: {entry} of uint8 tensors is not supported; convert with .int() first")
         storage = storage if storage is not None else self._empty(shape, dtype)
         if numel:
-            pipeline = self.runtime.pipeline(("gather", entry, dtype.name),
-                                             lambda: fill("gather", GATHER_PARAMS, type=dtype.wgsl),
-                                             entry=entry, bindings=("read_write", "read", "read"))
-            self.runtime.dispatch(pipeline, [storage] + [t.storage for t in inputs], words, groups(numel))
+            pipeline = self.runtime.pipeline(
+                ("gather", entry, dtype.name),
+                lambda: fill("gather", GATHER_PARAMS, includes=("index_error",), type=dtype.wgsl,
+                             gather_error=str(GATHER_ERROR), scatter_error=str(SCATTER_ERROR)),
+                entry=entry, bindings=("read_write", "read", "read", "read_write"))
+            storages = [storage] + [t.storage for t in inputs] + [self.runtime.index_errors.storage]
+            self.runtime.dispatch(pipeline, storages, words, groups(numel))
         return storage

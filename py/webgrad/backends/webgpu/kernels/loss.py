@@ -2,6 +2,7 @@
 import functools
 
 from ...base import MUL, SUM, flat
+from .. import index_errors
 from .common import fill, groups
 from .params import ParamBlock, f32, u32
 
@@ -9,6 +10,8 @@ from .params import ParamBlock, f32, u32
 # one workgroup (WORKGROUP_SIZE threads) in the loss's own dispatch; more take a reduce and a scale
 # after it. On an H100 each logit costs a thread ~0.12 us and the two dispatches saved ~20 us.
 CROSS_ENTROPY_SUM_SPAN = 128
+# What the kernels report a label outside [0, C) as (torch's words; index_errors.py).
+TARGET_ERROR = index_errors.code("cross_entropy", "Target {index} is out of bounds for {size} classes")
 # Parameter packers kept, one per layout of logits, labels and upstream gradient (and scale).
 LOSS_PACKERS_KEPT = 1024
 
@@ -24,7 +27,7 @@ class LossKernels:
         given a scale, the rows' sum times it, in the same dispatch where that fits."""
         rows, classes = logits.shape
         lse = self.empty(rows, logits.dtype)
-        inputs = [lse, logits.storage, labels.storage]
+        inputs = [lse, logits.storage, labels.storage, self.runtime.index_errors.storage]
         if scale is not None and rows and groups(rows) * classes <= CROSS_ENTROPY_SUM_SPAN:
             loss = self.empty(1, logits.dtype)
             self.runtime.dispatch(self._cross_entropy_kernel("forward_sum"), [loss] + inputs,
@@ -44,7 +47,7 @@ class LossKernels:
         numel = logits.numel()
         out = self.empty(numel, logits.dtype)
         if numel:
-            storages = [out, lse.storage, logits.storage, labels.storage]
+            storages = [out, lse.storage, logits.storage, labels.storage, self.runtime.index_errors.storage]
             if grad is not None:
                 storages.append(grad.storage)
             self.runtime.dispatch(self._cross_entropy_kernel("backward", grad is not None), storages,
@@ -54,9 +57,11 @@ class LossKernels:
     def _cross_entropy_kernel(self, entry, with_grad=False):
         upstream = "grad[params_offsets(2u) + n * params.grad_stride] * params.scale" if with_grad else "params.scale"
         return self.runtime.pipeline(("loss", entry, with_grad),
-                                     lambda: fill("loss", LOSS_PARAMS, includes=("workgroup",), upstream=upstream),
+                                     lambda: fill("loss", LOSS_PARAMS, includes=("workgroup", "index_error"),
+                                                  upstream=upstream, target_error=str(TARGET_ERROR)),
                                      entry=entry,
-                                     bindings=("read_write", "read_write", "read", "read") + ("read",) * with_grad)
+                                     bindings=("read_write", "read_write", "read", "read", "read_write")
+                                     + ("read",) * with_grad)
 
 
 def _loss_words(logits, labels, grad, scale):

@@ -1,0 +1,70 @@
+"""Causal scaled dot-product attention at small-GPT shapes: webgrad's fused kernels (one dispatch
+forward, two backward) next to webgrad's composed path (scores, softmax, product) and PyTorch's
+F.scaled_dot_product_attention on CUDA.
+
+Prints, per (batch, heads, length, head size), milliseconds per forward and per forward + backward
+of each, and the ratios fused / composed and fused / PyTorch (above 1: the fused kernel is slower).
+Each shape is first checked against PyTorch on fresh random inputs. Run on the lent GPU
+(../shared/DEVICE.md): webgrad over Vulkan, PyTorch over CUDA, one process.
+"""
+import numpy as np
+
+import webgrad as wg
+from webgrad.nn import functional as F
+from webgrad.ops.attention import attention_weights
+
+from conv import timed
+
+SHAPES = [(16, 4, 128, 32), (16, 4, 256, 64), (8, 8, 1024, 64), (4, 8, 2048, 128)]
+
+
+def main():
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    info = wg.get_backend("webgpu").info
+    print(f"webgrad on {info['name']} ({info['backend']}); PyTorch {torch.__version__}, f32, causal")
+    print(f"{'B x H x L x E':>18} {'fwd ms':>8} {'composed':>8} {'torch':>8} {'f/c':>5} {'f/t':>5}   "
+          f"{'fwd+bwd':>8} {'composed':>8} {'torch':>8} {'f/c':>5} {'f/t':>5}")
+    rng = np.random.default_rng(0)
+    for b, h, length, e in SHAPES:
+        arrays = [rng.standard_normal((b, h, length, e), dtype=np.float32) for _ in range(4)]
+        q, k, v = (wg.tensor(a, device="webgpu", requires_grad=True) for a in arrays[:3])
+        tq, tk, tv = (torch.tensor(a, device="cuda", requires_grad=True) for a in arrays[:3])
+        grad, tgrad = wg.tensor(arrays[3], device="webgpu"), torch.tensor(arrays[3], device="cuda")
+
+        def fused():
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+        def composed():
+            return attention_weights(q, k, is_causal=True) @ v
+
+        def theirs():
+            return torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+        fused().backward(grad)
+        theirs().backward(tgrad)
+        for name, a, t in [("output", fused().detach(), theirs()), ("q grad", q.grad, tq.grad),
+                           ("k grad", k.grad, tk.grad), ("v grad", v.grad, tv.grad)]:
+            expected = t.detach().cpu().numpy()
+            error = np.abs(a.numpy() - expected).max() / max(1.0, np.abs(expected).max())
+            if error > 1e-3:
+                raise SystemExit(f"{(b, h, length, e)}: {name} is off by {error:.1e}")
+
+        def forward(fn, no_grad):
+            def run():
+                with no_grad():
+                    fn()
+            return run
+
+        def both(fn, g):
+            return lambda: fn().backward(g)
+        fwd = [timed(forward(fused, wg.no_grad), wg.synchronize), timed(forward(composed, wg.no_grad), wg.synchronize),
+               timed(forward(theirs, torch.no_grad), torch.cuda.synchronize)]
+        bwd = [timed(both(fused, grad), wg.synchronize), timed(both(composed, grad), wg.synchronize),
+               timed(both(theirs, tgrad), torch.cuda.synchronize)]
+        print(f"{f'{b}x{h}x{length}x{e}':>18} " + " ".join(f"{t * 1e3:8.3f}" for t in fwd) +
+              f" {fwd[0] / fwd[1]:5.2f} {fwd[0] / fwd[2]:5.2f}   " + " ".join(f"{t * 1e3:8.3f}" for t in bwd) +
+              f" {bwd[0] / bwd[1]:5.2f} {bwd[0] / bwd[2]:5.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""Scaled dot-product attention (torch.nn.functional.scaled_dot_product_attention).
+
+The fused op keeps no (L, S) matrix of scores: on the webgpu device one kernel forward and two
+backward (shaders/attention.wgsl), recomputing the scores from the rows' saved log-sum-exp.
+Dropout, a float mask that needs a gradient and heads larger than the device's kernel takes go
+the composed way (attention_weights, then a product), as do attention weights that a caller
+wants to see (nn.MultiheadAttention's need_weights).
+"""
+import math
+
+from .. import dtypes
+from ..autograd import Function
+from .creation import arange
+from .elementwise import where
+from .loss import softmax
+from .movement import broadcast_shapes
+from .._tensor import Tensor
+
+# Where the composed path masks a score: the lowest finite float32, so a row with every key masked
+# has finite scores (its weights are then set to 0, as torch's) and no NaN reaches a gradient.
+_MASKED_SCORE = -3.4028234663852886e38
+
+
+class _Attention(Function):
+    def forward(self, q, k, v, mask, causal, scale):
+        self.q, self.k, self.v, self.mask, self.causal, self.scale = q, k, v, mask, causal, scale
+        self.saved = q.backend.attention(q._view, k._view, v._view, None if mask is None else mask._view, causal,
+                                         scale)
+        return Tensor(self.saved, q.shape[:-1] + (v.shape[-1],), q.dtype, q.device)
+
+    def backward(self, grad):
+        q, k, v, mask = self.q, self.k, self.v, self.mask
+        dq, dkv = q.backend.attention_backward(grad._view, q._view, k._view, v._view, self.saved,
+                                               None if mask is None else mask._view, self.causal, self.scale)
+        return (Tensor(dq, q.shape, q.dtype, q.device), Tensor(dkv, k.shape, k.dtype, k.device),
+                Tensor(dkv, v.shape, v.dtype, v.device, offset=k.numel()), None)
+
+
+def attention_weights(query, key, attn_mask=None, is_causal=False, scale=None):
+    """softmax(query key^T * scale + mask) composed of tensor ops: the (..., L, S) weights themselves.
+    attn_mask: bool (True attends) or float (added), broadcast to (..., L, S). A query with every
+    key masked gets weights 0."""
+    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = (query @ key.mT) * scale
+    allowed = None
+    if attn_mask is not None:
+        if attn_mask.dtype is dtypes.bool_:
+            allowed = attn_mask
+        else:
+            scores = scores + attn_mask
+            allowed = attn_mask > -math.inf
+    if is_causal:
+        rows, cols = scores.shape[-2:]
+        causal = arange(rows, device=query.device).unsqueeze(1) >= arange(cols, device=query.device)
+        allowed = causal if allowed is None else allowed & causal
+    if allowed is None:
+        return softmax(scores, -1)
+    weights = softmax(where(allowed, scores, _MASKED_SCORE), -1)
+    return where(allowed.any(-1, keepdim=True), weights, 0.0)
+
+
+def _check(query, key, value, attn_mask):
+    tensors = (query, key, value) + (() if attn_mask is None else (attn_mask,))
+    if not all(isinstance(t, Tensor) for t in tensors):
+        raise TypeError("scaled_dot_product_attention: query, key, value and attn_mask must be Tensors")
+    if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
+        raise RuntimeError("scaled_dot_product_attention: query, key and value need at least 2 dims (L, E)")
+    if not query.dtype.is_floating_point or key.dtype is not query.dtype or value.dtype is not query.dtype:
+        raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got query.dtype: "
+                           f"{query.dtype.name} key.dtype: {key.dtype.name} and value.dtype: {value.dtype.name} "
+                           f"instead.")
+    if any(t.device != query.device for t in tensors):
+        raise RuntimeError(f"scaled_dot_product_attention: expected every tensor on {query.device}")
+    if key.shape[-1] != query.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise RuntimeError(f"scaled_dot_product_attention: query {tuple(query.shape)}, key {tuple(key.shape)} and "
+                           f"value {tuple(value.shape)} need one head size E (query, key) and one length S (key, "
+                           f"value)")
+    if attn_mask is not None and attn_mask.dtype is not dtypes.bool_ and attn_mask.dtype is not query.dtype:
+        raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query dtype, but got "
+                           f"attn_mask.dtype: {attn_mask.dtype.name} and  query.dtype: {query.dtype.name} instead.")
+
+
+def _grouped(query, key, value, attn_mask):
+    """enable_gqa: key and value heads (dim -3) shared by groups of query heads, as views: the query's
+    heads split into (key heads, group), key and value expanded along the group."""
+    heads, kv_heads = query.shape[-3], key.shape[-3]
+    if value.shape[-3] != kv_heads or heads % kv_heads:
+        raise RuntimeError("Number of heads in key and value must divide the number of heads in query")
+    group = heads // kv_heads
+    split = query.shape[:-3] + (kv_heads, group)
+    query = query.reshape(split + query.shape[-2:])
+    key, value = (t.unsqueeze(-3).expand(t.shape[:-2] + (group,) + t.shape[-2:]) for t in (key, value))
+    if attn_mask is not None and attn_mask.ndim >= 3:
+        attn_mask = attn_mask.expand(broadcast_shapes(attn_mask.shape, (heads, 1, 1)))
+        attn_mask = attn_mask.reshape(attn_mask.shape[:-3] + (kv_heads, group) + attn_mask.shape[-2:])
+    return query, key, value, attn_mask
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                 scale=None, enable_gqa=False):
+    """softmax(query key^T * scale + attn_mask) value over (..., L, E) query, (..., S, E) key and
+    (..., S, Ev) value, leading dims broadcast; scale defaults to 1 / sqrt(E). attn_mask: bool (True
+    attends) or float (added), broadcast to (..., L, S); or is_causal: query l attends keys s <= l.
+    dropout_p > 0 drops attention weights (whatever the mode, as torch)."""
+    _check(query, key, value, attn_mask)
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
+    scale = 1 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    out_shape = None
+    if enable_gqa and query.ndim >= 3 and key.ndim >= 3 and query.shape[-3] != key.shape[-3]:
+        out_shape = query.shape[:-1] + (value.shape[-1],)
+        query, key, value, attn_mask = _grouped(query, key, value, attn_mask)
+    batch = broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    if attn_mask is not None:
+        batch = broadcast_shapes(batch, attn_mask.shape[:-2])
+    query, key, value = (t.expand(batch + t.shape[-2:]) for t in (query, key, value))
+    largest = query.backend.attention_max_head
+    fused = (dropout_p == 0.0 and not (attn_mask is not None and attn_mask.requires_grad) and
+             (largest is None or max(query.shape[-1], value.shape[-1]) <= largest))
+    if fused:
+        mask = None if attn_mask is None else attn_mask.expand(batch + (query.shape[-2], key.shape[-2]))
+        out = _Attention.apply(query, key, value, mask, bool(is_causal), scale)
+    else:
+        from ..nn.functional import dropout   # nn.functional imports this module
+        weights = attention_weights(query, key, attn_mask, is_causal, scale)
+        out = dropout(weights, dropout_p) @ value
+    return out if out_shape is None else out.reshape(out_shape)

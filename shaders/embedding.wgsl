@@ -1,0 +1,77 @@
+// Embedding: rows of an (R, C) weight picked by N int32 indices, and the weight's gradient.
+// forward: one thread per output element (n, c): out[n, c] = weight[index[n], c] (0 for an index
+//          outside [0, R): checking needs a readback; the cpu device raises).
+// backward: out[r, c] = the sum of grad[n, c] over the positions n with index[n] == r, in n's order
+//          (deterministic, no atomics on floats): a workgroup per (row r, block of WORKGROUP_SIZE
+//          columns) reads the indices a chunk of WORKGROUP_SIZE at a time, marks the chunk's hits as
+//          bits of workgroup words and visits only those, so chunks without r cost one read each.
+//          Row `padding` (-1: none) gets 0; with `scale_by_freq` the sum is divided by r's count.
+// Parameters (kernels/embedding.py's EMBEDDING_PARAMS): out is contiguous, `rows` R by `cols` C
+// (forward: N by C); `count` N indices at offsets(1) + n * `index_stride`; src (the weight forward,
+// the (N, C) gradient backward) at offsets(0) through its two `src_strides`.
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<storage, read> src: array<f32>;
+@group(0) @binding(3) var<storage, read> index: array<i32>;
+
+const WORDS: u32 = WORKGROUP_SIZE / 32u;   // hit bits of one chunk
+// Two banks: a chunk sets its bank's bits while the other, read by the chunk before, is cleared.
+var<workgroup> hits: array<array<atomic<u32>, WORDS>, 2>;
+
+fn src_at(row: u32, c: u32) -> f32 {
+    return src[params_offsets(0u) + row * params_src_strides(0u) + c * params_src_strides(1u)];
+}
+
+fn index_at(n: u32) -> i32 {
+    return index[params_offsets(1u) + n * params.index_stride];
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_index) li: u32) {
+    let i = element_id(wg, nwg, li);
+    if (i >= params.count * params.cols) { return; }
+    let picked = index_at(i / params.cols);
+    let inside = picked >= 0 && u32(picked) < params.rows;
+    out[i] = select(0.0, src_at(u32(picked), i % params.cols), inside);
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) li: u32) {
+    let blocks = (params.cols + WORKGROUP_SIZE - 1u) / WORKGROUP_SIZE;
+    let id = flat_id(wg, nwg);
+    let r = id / blocks;
+    let c = (id % blocks) * WORKGROUP_SIZE + li;
+    if (li < WORDS) {
+        atomicStore(&hits[0][li], 0u);
+        atomicStore(&hits[1][li], 0u);
+    }
+    workgroupBarrier();
+    var sum = 0.0;
+    var count = 0u;
+    var bank = 0u;
+    for (var start = 0u; start < params.count; start += WORKGROUP_SIZE) {
+        let n = start + li;
+        if (n < params.count && index_at(n) == i32(r)) {
+            atomicOr(&hits[bank][li / 32u], 1u << (li % 32u));
+        }
+        workgroupBarrier();
+        for (var w = 0u; w < WORDS; w++) {
+            var bits = atomicLoad(&hits[bank][w]);
+            count += countOneBits(bits);
+            while (bits != 0u && c < params.cols) {
+                sum += src_at(start + w * 32u + countTrailingZeros(bits), c);
+                bits &= bits - 1u;
+            }
+        }
+        if (li < WORDS) {
+            atomicStore(&hits[1u - bank][li], 0u);
+        }
+        bank = 1u - bank;
+        workgroupBarrier();
+    }
+    if (r < params.rows && c < params.cols) {
+        let scale = select(1.0, 1.0 / f32(max(count, 1u)), params.scale_by_freq == 1u);
+        out[r * params.cols + c] = select(sum * scale, 0.0, i32(r) == params.padding);
+    }
+}

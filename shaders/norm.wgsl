@@ -1,0 +1,124 @@
+// Layer and RMS normalisation over the rows of an (R, C) input, fused each way.
+// forward: one workgroup per row. Its threads sum the row (the mean; 0 when not `centered`, RMS
+//          norm), then the squares of x - mean (two passes over the row, not sum x^2 - mean^2,
+//          which cancels); rstd = 1 / sqrt(var + eps); y = (x - mean) * rstd * weight + bias.
+//          The row's (mean, rstd) are kept in `stats` for the backward.
+// backward_input: one workgroup per row. With xhat = (x - mean) * rstd and g = dy * weight,
+//          dx = rstd * (g - mean(g) - xhat * mean(g * xhat))   (mean(g) only when centered).
+// backward_params: the columns' sums over rows of (dy * xhat, dy), d weight and d bias: a
+//          workgroup per (block of COLS columns, chunk of CHUNK_ROWS rows), LANES threads per column
+//          taking every LANES-th row of the chunk. Chunk k writes out[k, 0, c] and out[k, 1, c];
+//          the backend sums the chunks where there are several. No atomics: deterministic.
+// Parameters (kernels/norm.py's NORM_PARAMS): `rows` R and `cols` C; x's element (r, c) at
+// offsets(0) + r * x_strides(0) + c * x_strides(1), dy's likewise through offsets(1) and
+// dy_strides; `affine`: bit 0 set with a weight, bit 1 with a bias (contiguous (C,), at offsets(2)
+// and offsets(3)); `centered`: 1 for layer norm; `eps`. y and dx are contiguous (R, C), stats (R, 2).
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;     // y, dx, or the chunks' sums
+@group(0) @binding(2) var<storage, read_write> stats: array<f32>;   // written forward, read backward
+@group(0) @binding(3) var<storage, read> x: array<f32>;
+@group(0) @binding(4) var<storage, read> dy: array<f32>;            // (forward: x again, unread)
+@group(0) @binding(5) var<storage, read> weight: array<f32>;        // (without a weight: x again, unread)
+@group(0) @binding(6) var<storage, read> bias: array<f32>;          // (without a bias: x again, unread)
+
+const ROW_THREADS: u32 = 64u;                // forward's and backward_input's workgroup, for one row
+const COLS: u32 = {{cols}}u;                // backward_params: columns per workgroup (kernels/norm.py's NORM_COLS),
+const LANES: u32 = WORKGROUP_SIZE / COLS;   // threads per column,
+const CHUNK_ROWS: u32 = {{chunk_rows}}u;    // and rows per workgroup (NORM_CHUNK_ROWS)
+
+// Threads sum pairs of f32 together (shaders/workgroup.wgsl).
+alias Partial = vec2<f32>;
+const PARTIALS: u32 = WORKGROUP_SIZE;
+
+fn merge(a: Partial, b: Partial, how: u32) -> Partial {
+    return a + b;
+}
+
+fn x_at(r: u32, c: u32) -> f32 {
+    return x[params_offsets(0u) + r * params_x_strides(0u) + c * params_x_strides(1u)];
+}
+
+fn dy_at(r: u32, c: u32) -> f32 {
+    return dy[params_offsets(1u) + r * params_dy_strides(0u) + c * params_dy_strides(1u)];
+}
+
+fn weight_at(c: u32) -> f32 {
+    return select(1.0, weight[params_offsets(2u) + c], (params.affine & 1u) != 0u);
+}
+
+@compute @workgroup_size(ROW_THREADS)
+fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_index) li: u32) {
+    let r = flat_id(wg, nwg);
+    let cols = select(0u, params.cols, r < params.rows);   // the whole workgroup must reach the barriers
+    let count = f32(params.cols);
+    var mean = 0.0;
+    if (params.centered == 1u) {
+        var sum = 0.0;
+        for (var c = li; c < cols; c += ROW_THREADS) {
+            sum += x_at(r, c);
+        }
+        mean = workgroup_merge_all(Partial(sum, 0.0), li, ROW_THREADS, 0u).x / count;
+    }
+    var squares = 0.0;
+    for (var c = li; c < cols; c += ROW_THREADS) {
+        let centred = x_at(r, c) - mean;
+        squares += centred * centred;
+    }
+    let rstd = inverseSqrt(workgroup_merge_all(Partial(squares, 0.0), li, ROW_THREADS, 0u).x / count + params.eps);
+    for (var c = li; c < cols; c += ROW_THREADS) {
+        var y = (x_at(r, c) - mean) * rstd * weight_at(c);
+        if ((params.affine & 2u) != 0u) {
+            y += bias[params_offsets(3u) + c];
+        }
+        out[r * params.cols + c] = y;
+    }
+    if (cols > 0u && li == 0u) {
+        stats[2u * r] = mean;
+        stats[2u * r + 1u] = rstd;
+    }
+}
+
+@compute @workgroup_size(ROW_THREADS)
+fn backward_input(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) li: u32) {
+    let r = flat_id(wg, nwg);
+    let live = r < params.rows;
+    let cols = select(0u, params.cols, live);
+    let mean = select(0.0, stats[2u * r], live);
+    let rstd = select(0.0, stats[2u * r + 1u], live);
+    var sums = Partial(0.0, 0.0);   // (sum g, sum g * xhat)
+    for (var c = li; c < cols; c += ROW_THREADS) {
+        let g = dy_at(r, c) * weight_at(c);
+        sums += Partial(g, g * (x_at(r, c) - mean) * rstd);
+    }
+    let means = workgroup_merge_all(sums, li, ROW_THREADS, 0u) / f32(params.cols);
+    let shift = select(0.0, means.x, params.centered == 1u);
+    for (var c = li; c < cols; c += ROW_THREADS) {
+        let g = dy_at(r, c) * weight_at(c);
+        out[r * params.cols + c] = rstd * (g - shift - (x_at(r, c) - mean) * rstd * means.y);
+    }
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn backward_params(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let c = wg.x * COLS + li % COLS;
+    let lane = li / COLS;
+    let start = wg.y * CHUNK_ROWS;
+    let end = min(start + CHUNK_ROWS, params.rows);
+    var sums = Partial(0.0, 0.0);   // (sum dy * xhat, sum dy)
+    if (c < params.cols) {
+        for (var r = start + lane; r < end; r += LANES) {
+            let g = dy_at(r, c);
+            sums += Partial(g * (x_at(r, c) - stats[2u * r]) * stats[2u * r + 1u], g);
+        }
+    }
+    partials[li] = sums;
+    workgroupBarrier();
+    if (lane == 0u && c < params.cols) {
+        for (var l = 1u; l < LANES; l++) {
+            sums += partials[l * COLS + li];
+        }
+        out[wg.y * 2u * params.cols + c] = sums.x;
+        out[(wg.y * 2u + 1u) * params.cols + c] = sums.y;
+    }
+}
