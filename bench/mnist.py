@@ -18,8 +18,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 
-import webgrad as wg  # noqa: E402
-from webgrad import cli, nn  # noqa: E402
+import webgrad as wg
+from webgrad import cli, nn
 
 TARGETS = {"mlp": 0.975, "cnn": 0.988}
 
@@ -112,7 +112,7 @@ def adapter_name():
         backend = wg.get_backend("webgpu")
         info = backend.runtime.driver.info
         return f"{info['name']} ({info['backend']}, {'software' if backend.is_software else 'hardware'})"
-    except Exception as e:  # noqa: BLE001 (a report line, whatever went wrong)
+    except Exception as e:
         return f"unavailable ({e})"
 
 

@@ -19,7 +19,7 @@ from playwright.sync_api import sync_playwright
 import webgrad as wg
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from e2e.browser import CHROMIUM, CHROMIUM_ARGS, serve_in_thread, wait_for, web_module  # noqa: E402
+from e2e.browser import CHROMIUM, CHROMIUM_ARGS, serve_in_thread, wait_for, web_module
 XOR = "#dataset=xor&noise=0&ratio=50&batch=16&hidden=8,8&activation=tanh&lr=0.03&optimizer=adam&l2=0&seed=1"
 TIMING = """
 import time

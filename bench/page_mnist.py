@@ -22,7 +22,7 @@ import tempfile
 from playwright.sync_api import sync_playwright
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from e2e.browser import CHROMIUM, CHROMIUM_ARGS, ROOT, local_only, serve_in_thread, wait_for, web_module  # noqa: E402
+from e2e.browser import CHROMIUM, CHROMIUM_ARGS, ROOT, local_only, serve_in_thread, wait_for, web_module
 TFJS_FILES = ("tfjs/dist/tf.es2017.min.js", "tfjs-backend-webgpu/dist/tf-backend-webgpu.es2017.min.js")
 PEER_BACKENDS = ("webgpu", "webgl")
 

@@ -15,9 +15,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from e2e.browser import CHROMIUM, CHROMIUM_ARGS, local_only, serve_in_thread, wait_for, web_module  # noqa: E402
+from e2e.browser import CHROMIUM, CHROMIUM_ARGS, local_only, serve_in_thread, wait_for, web_module
 
-from playwright.sync_api import sync_playwright  # noqa: E402
+from playwright.sync_api import sync_playwright
 
 PROFILE_SCRIPT = """
 import collections, json, random, time

@@ -12,9 +12,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 
-import webgrad as wg  # noqa: E402
-from webgrad import nn  # noqa: E402
-from webgrad.backends.webgpu.runtime import PARAMS_BYTES, Recording  # noqa: E402
+import webgrad as wg
+from webgrad import nn
+from webgrad.backends.webgpu.runtime import PARAMS_BYTES, Recording
 
 
 def recorded_step(name, batch_size):

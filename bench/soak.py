@@ -11,8 +11,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "py"))
 
-import webgrad as wg  # noqa: E402
-from webgrad import nn, optim  # noqa: E402
+import webgrad as wg
+from webgrad import nn, optim
 
 WARMUP = 100   # steps before the reference figures: every batch shape and Adam's state exist by then
 

@@ -7,7 +7,7 @@ import pytest
 
 import playwright.sync_api as playwright_api  # the test extra installs it
 
-from e2e.browser import CHROMIUM, CHROMIUM_ARGS, ROOT, local_only, serve_in_thread, wait_for, web_module  # noqa: F401
+from e2e.browser import CHROMIUM, CHROMIUM_ARGS, ROOT, local_only, serve_in_thread, wait_for, web_module
 
 ARTIFACTS = os.path.join(ROOT, "e2e", "artifacts")
 

@@ -139,6 +139,18 @@ def test_edited_code_runs_and_prints(page, open_playground):
     assert "Error" not in text(page, "status")
 
 
+def test_pytorch_code_runs_as_written(page, open_playground):
+    """`import torch` in a code panel gives webgrad (the worker installs webgrad.torch_alias)."""
+    open_playground()
+    page.fill("[data-testid=code]", "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+                                    "layer = nn.Linear(2, 3)\nx = torch.ones(4, 2)\n"
+                                    "y = F.relu(layer(x))\n"
+                                    "print('shape', list(y.shape), torch.tensor([1.0, 2.0]).sum().item(), x.device)\n")
+    page.click("[data-testid=run-code]")
+    wait_for(page, "/shape|Error/.test(document.querySelector('[data-testid=output]').textContent)", 20)
+    assert "shape [4, 3] 3.0 webgpu" in text(page, "output"), text(page, "output")
+
+
 def test_kernel_parity_with_native(page, open_playground):
     """The op suite in the page (browser WebGPU) against the same suite natively (wgpu-py)."""
     with open(os.path.join(os.path.dirname(__file__), "parity_suite.py")) as f:

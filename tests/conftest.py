@@ -23,7 +23,7 @@ try:
 except ImportError:  # running without PYTHONPATH=py / an installed package
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 
-import webgrad as wg  # noqa: E402
+import webgrad as wg
 
 DEVICES = ("cpu", "webgpu")
 ATOL = RTOL = 1e-4          # float32 results against torch / cpu

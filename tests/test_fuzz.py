@@ -309,7 +309,8 @@ def test_binary(device, case):
         expected = oracle(a64, b64)
     if expected.dtype.kind == "i":
         expected = expected.astype(np.int32)   # int32 arithmetic wraps
-    wrap = (lambda v: on(device, v) if isinstance(v, np.ndarray) else v)
+    def wrap(v):
+        return on(device, v) if isinstance(v, np.ndarray) else v
     assert_matches(fn(wrap(a), wrap(b)), expected, rtol, what=name)
 
 

@@ -7,7 +7,6 @@ these tests require them (no skipping)."""
 import gzip
 import hashlib
 import json
-import os
 import re
 import struct
 import time

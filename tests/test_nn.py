@@ -154,7 +154,7 @@ def test_sequential_indexing_modes_and_zero_grad(device):
     assert [n for n, _ in tail.named_parameters()] == [n for n, _ in ttail.named_parameters()] == ["2.weight",
                                                                                                   "2.bias"]
     with pytest.raises(IndexError):
-        model[3]  # noqa: B018
+        model[3]
     with pytest.raises(TypeError, match="not a Module"):
         nn.Sequential(nn.ReLU(), lambda x: x)
     assert model.append(nn.Tanh()) is model and len(model) == 4

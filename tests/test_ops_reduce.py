@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import webgrad as wg
-from conftest import (assert_close, check_op, distinct, integers, randn, random_shape, resolve_shape, rng, tag,
+from conftest import (assert_close, check_op, distinct, integers, randn, random_shape, rng, tag,
                       wg_tensor)
 
 SHAPES_AND_DIMS = [

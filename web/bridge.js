@@ -75,15 +75,21 @@ export class Bridge {
     this.device.queue.writeBuffer(this.buffers.get(handle), offset, bytes);
   }
 
-  async readBuffer(handle, offset, size) {
+  // regions: [handle, offset, size] per region. Returns their bytes back to back, copied into one
+  // staging buffer and mapped once (the runtime reads its index error words along with each value).
+  async readBuffers(regions) {
     this.check();
+    let size = 0;
+    for (let i = 2; i < regions.length; i += 3) size += regions[i];
     if (!this.staging || this.staging.size < size) {
       this.staging?.destroy();
       this.staging = this.device.createBuffer({ size: Math.max(size, 4096), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
     }
     const staging = this.staging;
     const encoder = this.device.createCommandEncoder();
-    encoder.copyBufferToBuffer(this.buffers.get(handle), offset, staging, 0, size);
+    for (let i = 0, at = 0; i < regions.length; at += regions[i + 2], i += 3) {
+      encoder.copyBufferToBuffer(this.buffers.get(regions[i]), regions[i + 1], staging, at, regions[i + 2]);
+    }
     this.device.queue.submit([encoder.finish()]);
     await staging.mapAsync(GPUMapMode.READ, 0, size);
     const out = new Uint8Array(staging.getMappedRange(0, size).slice(0));

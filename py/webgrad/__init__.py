@@ -4,10 +4,10 @@ from . import dtypes
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .backends import default_device, get_backend
 from .device import accelerator, cuda, device
-from .dtypes import bool_ as bool, bfloat16, float16, float32, float64, int32, uint8  # noqa: A001
+from .dtypes import bool_ as bool, bfloat16, float16, float32, float64, int32, uint8
 from .ops.creation import (arange, as_tensor, empty, from_numpy, frombuffer, full, full_like, initial_seed, manual_seed,
                            ones, ones_like, rand, rand_like, randn, randn_like, randperm, tensor, zeros, zeros_like)
-from .ops.elementwise import (abs, clamp, exp, gelu, leaky_relu, log, logical_and, logical_not,  # noqa: A004
+from .ops.elementwise import (abs, clamp, exp, gelu, leaky_relu, log, logical_and, logical_not,
                               logical_or, maximum, minimum, pow, relu, sigmoid, sign, sqrt, tanh, where)
 from .ops.loss import log_softmax, softmax
 from .ops.matmul import matmul
@@ -15,7 +15,7 @@ from .ops.indexing import chunk, gather, index_select, narrow, select, split, un
 from .ops.masking import masked_select
 from .ops.movement import (broadcast_shapes, cat, flatten, movedim, moveaxis, permute, reshape, squeeze, stack,
                            swapaxes, swapdims, t, transpose, unflatten, unsqueeze)
-from .ops.reduce import amax, amin, argmax, argmin, max, mean, min, sum, var  # noqa: A004
+from .ops.reduce import amax, amin, argmax, argmin, max, mean, min, sum, var
 from .ops.creation import linspace, logspace
 from .ops.einsum import einsum
 from .ops.generator import Generator, default_generator, get_rng_state, seed, set_rng_state
@@ -30,10 +30,10 @@ from .ops.unary import (acos, allclose, asin, atan, ceil, cos, erf, expm1, floor
                         trunc)
 arcsin, arccos, arctan = asin, acos, atan
 
-float = float32  # noqa: A001
+float = float32
 double = float64
 half = float16
-int = int32      # noqa: A001
+int = int32
 # Class labels and indices: WGSL has no 64-bit integers, so int64 is int32 (creating one from a value
 # outside int32's range raises).
 long = int64 = int32
@@ -57,22 +57,23 @@ def set_default_dtype(d):
         raise TypeError(f"webgrad's default dtype is float32 (float64 exists on the cpu device only), not {d}")
 
 
-def compile(model=None, **options):  # noqa: A001
+def compile(model=None, **options):
     """torch.compile: returns what it is given (webgrad.jit records and replays training steps)."""
     return model if model is not None else (lambda fn: fn)
+
 
 __version__ = "0.1.0"
 
 
-def memory_stats(device="webgpu"):
+def memory_stats(device_name="webgpu"):
     """live_buffers, live_bytes, pool_bytes, peak_bytes of a device's buffer pool."""
-    backend = get_backend(device)
+    backend = get_backend(device_name)
     return backend.memory_stats() if hasattr(backend, "memory_stats") else {}
 
 
-def synchronize(device="webgpu"):
-    """Wait until queued work on device is done."""
-    get_backend(device).sync()
+def synchronize(device_name="webgpu"):
+    """Wait until queued work on device_name is done."""
+    get_backend(device_name).sync()
 
 
 from . import data, io, linalg, nn, optim  # noqa: E402  (they build on the names above)

@@ -46,12 +46,13 @@ def build():
 
 def run(model, data):
     dataset = CharDataset(TEXT, SEQ)
-    train_set, val_set = torch.utils.data.Subset(dataset, range(0, 200)), torch.utils.data.Subset(dataset, range(200, 250))
+    train_set = torch.utils.data.Subset(dataset, range(0, 200))
+    val_set = torch.utils.data.Subset(dataset, range(200, 250))
     loader = DataLoader(train_set, batch_size=32, shuffle=False, drop_last=True)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     criterion = nn.CrossEntropyLoss()
     losses = []
-    for epoch in range(2):
+    for _epoch in range(2):
         model.train()
         for x, y in loader:
             logits, _ = model(x)

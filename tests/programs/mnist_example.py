@@ -69,7 +69,7 @@ def run(model, data):
     scheduler = StepLR(optimizer, step_size=1, gamma=0.7)
     log, lrs = [], []
     model.eval()   # dropout off during the compared training (its random masks differ between libraries)
-    for epoch in range(1, 3):
+    for _epoch in range(1, 3):
         model.dropout1.p = model.dropout2.p = 0.0
         train(model, loader, optimizer, log)
         lrs.append(scheduler.get_last_lr()[0])

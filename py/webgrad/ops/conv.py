@@ -88,7 +88,9 @@ class _Conv2d(Function):
     def forward(self, x, weight, bias, stride, padding, dilation, out_size):
         self.x, self.weight, self.bias, self.geometry = x, weight, bias, (stride, padding, dilation)
         shape = (x.shape[0], weight.shape[0], *out_size)
-        return Tensor(x.backend.conv2d(x._view, weight._view, None if bias is None else bias._view, stride, padding, dilation), shape, x.dtype, x.device)
+        storage = x.backend.conv2d(x._view, weight._view, None if bias is None else bias._view, stride, padding,
+                                   dilation)
+        return Tensor(storage, shape, x.dtype, x.device)
 
     def backward(self, grad):
         x, weight, bias = self.x, self.weight, self.bias
@@ -101,7 +103,8 @@ class _Conv2d(Function):
             else:
                 (n, co, ho, wo), (_, c, kh, kw) = grad.shape, weight.shape
                 cols = weight.reshape(co, c * kh * kw).mT @ grad.reshape(n, co, ho * wo)
-                gx = backend.fold(cols.reshape(n, c, kh, kw, ho, wo)._view, x.shape, (kh, kw), stride, dilation, padding)
+                windows = cols.reshape(n, c, kh, kw, ho, wo)._view
+                gx = backend.fold(windows, x.shape, (kh, kw), stride, dilation, padding)
             gx = Tensor(gx, x.shape, x.dtype, x.device)
         if weight.requires_grad:
             gw = Tensor(backend.conv2d_weight_grad(grad._view, x._view, weight.shape[2:], stride, padding, dilation),

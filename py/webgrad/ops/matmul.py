@@ -12,7 +12,8 @@ class _MatMul(Function):
         """bias: None, or 1-D along the output's columns (bias_dim -1) or rows (-2)."""
         self.a, self.b, self.bias, self.bias_dim = a, b, bias, bias_dim
         shape = a.shape[:-1] + (b.shape[-1],)
-        return Tensor(a.backend.matmul(a._view, b._view, None if bias is None else bias._view, bias_dim), shape, a.dtype, a.device)
+        storage = a.backend.matmul(a._view, b._view, None if bias is None else bias._view, bias_dim)
+        return Tensor(storage, shape, a.dtype, a.device)
 
     def backward(self, grad):
         a, b = self.a, self.b
