@@ -15,7 +15,7 @@ from webgrad.ops.attention import attention_weights
 
 from conv import timed
 
-SHAPES = [(16, 4, 128, 32), (16, 4, 256, 64), (8, 8, 1024, 64), (4, 8, 2048, 128)]
+SHAPES = [(16, 4, 128, 32), (16, 4, 256, 64), (64, 6, 256, 64), (8, 8, 1024, 64), (4, 8, 2048, 128)]
 
 
 def main():

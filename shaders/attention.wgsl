@@ -1,17 +1,18 @@
 // Scaled dot-product attention, fused ("flash" style): softmax(q k^T * scale + mask) v without the
-// (L, S) score matrix in memory. Three entry points, each a workgroup per (batch, block of ROWS rows):
+// (L, S) score matrix in memory. Three entry points, each a workgroup per (batch, block of ROWS rows),
+// one thread per row (kernels/attention.py's _attention_entries writes them, unrolled per head size):
 // forward: rows are queries. Each tile of TILE keys (and their values) is staged in workgroup
-//          memory; the queries' scores of the tile feed an online softmax (a running max and sum,
-//          the output rescaled as the max grows). Writes out (*B, L, Ev) and each query's
-//          log-sum-exp lse (*B, L) after it, at `lse_at`, for the backward.
+//          memory; each query's scores of the tile, key by key, feed an online softmax (a running
+//          max and sum, the output rescaled as the max grows). Writes out (*B, L, Ev) and each
+//          query's log-sum-exp lse (*B, L) after it, at `lse_at`, for the backward.
 // dq: rows are queries. D = rowsum(dout * out) first (written with lse as (lse, D) pairs at
 //          `stats_at`, after dq, for dkv); then over key tiles p = exp(s - lse) (recomputed),
 //          ds = p * (dout . v - D), dq = scale * sum ds k.
 // dkv: rows are keys, over tiles of TILE queries (with their (lse, D)): dv = sum p dout,
 //          dk = scale * sum ds q. Writes dk (*B, S, E), then dv (*B, S, Ev) at `dv_at`.
-// Each row is taken by G threads, thread t holding dims t, t + G, ... of the row's vectors (DQ of
-// q/k, DV of v), so a dot product is G partial sums added in workgroup memory (group_sums): few
-// registers a thread, and each staged tile serves ROWS rows.
+// A thread's own vectors (its row of q/k, v/dout, and its accumulators) are NQ (NV) named vec4s,
+// never indexed arrays: an array indexed in a loop is placed in (slow) local memory by GPU drivers'
+// compilers. Every thread reads the same staged row at once (a broadcast).
 // Masked scores are -inf (by bits: compilers may assume finite maths) and their p is 0; a query
 // with every key masked gets out 0 and no gradient (lse -inf), as torch.
 // Parameters (kernels/attention.py's ATTENTION_PARAMS): `batch` rows of the `dims` - 2 leading dims
@@ -26,20 +27,15 @@
 @group(0) @binding(6) var<storage, read> dout: array<f32>;    // dq, dkv: out's gradient
 @group(0) @binding(7) var<storage, read> saved: array<f32>;   // dq: forward's out and lse; dkv: dq's (lse, D)
 
-const G: u32 = {{threads_per_row}}u;   // threads per row (kernels/attention.py's ATTENTION_THREADS_PER_ROW)
-const ROWS: u32 = {{rows}}u;           // rows per workgroup (ATTENTION_ROWS)
-const THREADS: u32 = ROWS * G;
-const TILE: u32 = G;                   // rows of the other side per tile: thread t adds up row t's sums
-const DQ: u32 = {{dq}}u;               // q/k dims per thread (E <= G * DQ)
-const DV: u32 = {{dv}}u;               // v dims per thread (Ev <= G * DV)
-const EP: u32 = G * DQ;
-const VP: u32 = G * DV;
+const ROWS: u32 = {{rows}}u;           // rows (threads) per workgroup (ATTENTION_ROWS)
+const TILE: u32 = {{tile}}u;           // rows of the other side staged at once
+const NQ: u32 = {{nq}}u;               // vec4s of a q/k row (E <= 4 * NQ)
+const NV: u32 = {{nv}}u;               // vec4s of a v row (Ev <= 4 * NV)
 const MASKED: u32 = 0xff800000u;       // -inf's bits
 
-// At most 8 * 128 * 2 + 128 * 8 + 16 words (E = Ev = 128): 12 KiB of WebGPU's 16.
-var<workgroup> tile_e: array<f32, TILE * EP>;          // keys (forward, dq) or queries (dkv)
-var<workgroup> tile_v: array<f32, TILE * VP>;          // values (forward, dq) or out's gradient (dkv)
-var<workgroup> partial: array<f32, THREADS * TILE>;    // [row][thread][tile row]
+// TILE * (NQ + NV) vec4s and TILE pairs: within WebGPU's 16 KiB (kernels/attention.py picks TILE).
+var<workgroup> tile_e: array<vec4<f32>, TILE * NQ>;    // keys (forward, dq) or queries (dkv)
+var<workgroup> tile_v: array<vec4<f32>, TILE * NV>;    // values (forward, dq) or out's gradient (dkv)
 var<workgroup> tile_stats: array<vec2<f32>, TILE>;     // dkv: the tile's queries' (lse, D)
 
 // Where an operand's batch starts, and its strides along rows and dims (read once per thread).
@@ -52,7 +48,6 @@ struct Operand {
 struct Place {
     batch: u32,
     row: u32,     // this thread's row (query or key)
-    t: u32,       // the thread's place in its row's group
     live: bool,   // row < `rows` (the whole workgroup runs to the end: barriers)
     q: Operand,
     k: Operand,
@@ -73,7 +68,7 @@ fn place(wg: vec3<u32>, nwg: vec3<u32>, li: u32, rows: u32) -> Place {
     let b = block(wg, nwg, rows);
     let row = params.dims - 2u;
     let col = params.dims - 1u;
-    var at = Place(min(b.x, params.batch - 1u), b.y + li / G, li % G, false,
+    var at = Place(min(b.x, params.batch - 1u), b.y + li, false,
                    Operand(params_offsets(0u), params_q_strides(row), params_q_strides(col)),
                    Operand(params_offsets(1u), params_k_strides(row), params_k_strides(col)),
                    Operand(params_offsets(2u), params_v_strides(row), params_v_strides(col)),
@@ -136,36 +131,12 @@ fn is_masked(s: f32) -> bool {
     return bitcast<u32>(s) == MASKED;
 }
 
-// The dot products of each thread's row with the tile's rows, from every thread's partial sums
-// `mine`: thread t adds up tile row t's (column t of the row's block, which no other thread reads,
-// so it writes the total on its diagonal), then every thread reads the TILE totals.
-fn group_sums(mine: array<f32, TILE>, li: u32) -> array<f32, TILE> {
-    let first = (li - li % G) * TILE;
-    let t = li % G;
-    for (var j = 0u; j < TILE; j++) {
-        partial[li * TILE + j] = mine[j];
-    }
-    workgroupBarrier();
-    var total = 0.0;
-    for (var u = 0u; u < G; u++) {
-        total += partial[first + u * TILE + t];
-    }
-    partial[first + t * TILE + t] = total;
-    workgroupBarrier();
-    var totals: array<f32, TILE>;
-    for (var j = 0u; j < TILE; j++) {
-        totals[j] = partial[first + j * TILE + j];
-    }
-    workgroupBarrier();   // every thread has read them before partial is written again
-    return totals;
-}
-
 // Stages rows start .. start + TILE of k (or q) and v (or dout) in tile_e and tile_v, zero past
 // the end (`count` rows) and past the head sizes.
 fn load_tiles(at: Place, li: u32, start: u32, count: u32, rows_are_keys: bool) {
-    for (var i = li; i < TILE * EP; i += THREADS) {
-        let row = start + i / EP;
-        let d = i % EP;
+    for (var i = li; i < TILE * NQ * 4u; i += ROWS) {
+        let row = start + i / (NQ * 4u);
+        let d = i % (NQ * 4u);
         var value = 0.0;
         if (row < count && d < params.head) {
             if (rows_are_keys) {
@@ -174,11 +145,11 @@ fn load_tiles(at: Place, li: u32, start: u32, count: u32, rows_are_keys: bool) {
                 value = q_at(at, row, d);
             }
         }
-        tile_e[i] = value;
+        tile_e[i / 4u][i % 4u] = value;
     }
-    for (var i = li; i < TILE * VP; i += THREADS) {
-        let row = start + i / VP;
-        let d = i % VP;
+    for (var i = li; i < TILE * NV * 4u; i += ROWS) {
+        let row = start + i / (NV * 4u);
+        let d = i % (NV * 4u);
         var value = 0.0;
         if (row < count && d < params.value_head) {
             if (rows_are_keys) {
@@ -187,60 +158,31 @@ fn load_tiles(at: Place, li: u32, start: u32, count: u32, rows_are_keys: bool) {
                 value = dout_at(at, row, d);
             }
         }
-        tile_v[i] = value;
+        tile_v[i / 4u][i % 4u] = value;
     }
 }
 
-// The partial dot products of a thread's dims `mine` (of q or k) with each row of tile_e.
-fn partial_e(mine: array<f32, DQ>, t: u32) -> array<f32, TILE> {
-    var dots: array<f32, TILE>;
-    for (var j = 0u; j < TILE; j++) {
-        var dot = 0.0;
-        for (var i = 0u; i < DQ; i++) {
-            dot += mine[i] * tile_e[j * EP + t + G * i];
+// Dims 4 i .. 4 i + 3 of the thread's own row of q (0), k (1), v (2) or dout (3); 0 past the head
+// size (or where the row is past the end).
+fn own4(at: Place, which: u32, i: u32) -> vec4<f32> {
+    var r = vec4<f32>();
+    let size = select(params.head, params.value_head, which >= 2u);
+    for (var c = 0u; c < 4u; c++) {
+        let d = 4u * i + c;
+        if (at.live && d < size) {
+            switch (which) {
+                case 0u: { r[c] = q_at(at, at.row, d); }
+                case 1u: { r[c] = k_at(at, at.row, d); }
+                case 2u: { r[c] = v_at(at, at.row, d); }
+                default: { r[c] = dout_at(at, at.row, d); }
+            }
         }
-        dots[j] = dot;
     }
-    return dots;
+    return r;
 }
 
-fn partial_v(mine: array<f32, DV>, t: u32) -> array<f32, TILE> {
-    var dots: array<f32, TILE>;
-    for (var j = 0u; j < TILE; j++) {
-        var dot = 0.0;
-        for (var i = 0u; i < DV; i++) {
-            dot += mine[i] * tile_v[j * VP + t + G * i];
-        }
-        dots[j] = dot;
-    }
-    return dots;
-}
-
-// The row's own dims of q (or k) and of v (or dout).
-fn own_e(at: Place, from_keys: bool) -> array<f32, DQ> {
-    var mine: array<f32, DQ>;
-    for (var i = 0u; i < DQ; i++) {
-        let d = at.t + G * i;
-        if (at.live && d < params.head && from_keys) {
-            mine[i] = k_at(at, at.row, d);
-        } else if (at.live && d < params.head) {
-            mine[i] = q_at(at, at.row, d);
-        }
-    }
-    return mine;
-}
-
-fn own_v(at: Place, from_values: bool) -> array<f32, DV> {
-    var mine: array<f32, DV>;
-    for (var i = 0u; i < DV; i++) {
-        let d = at.t + G * i;
-        if (at.live && d < params.value_head && from_values) {
-            mine[i] = v_at(at, at.row, d);
-        } else if (at.live && d < params.value_head) {
-            mine[i] = dout_at(at, at.row, d);
-        }
-    }
-    return mine;
+fn hsum(x: vec4<f32>) -> f32 {
+    return (x.x + x.y) + (x.z + x.w);
 }
 
 // One past the last key that the queries from `first` on attend.
@@ -248,154 +190,26 @@ fn keys_end(first: u32) -> u32 {
     return select(params.keys, min(params.keys, first + ROWS), params.causal == 1u);
 }
 
-@compute @workgroup_size(THREADS)
-fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-           @builtin(local_invocation_index) li: u32) {
-    let at = place(wg, nwg, li, params.queries);
-    let mine = own_e(at, false);
-    var acc: array<f32, DV>;
-    var top = 0.0;     // the largest score so far (where total > 0)
-    var total = 0.0;   // the sum of exp(score - top)
-    let end = keys_end(block(wg, nwg, params.queries).y);
-    for (var start = 0u; start < end; start += TILE) {
-        load_tiles(at, li, start, params.keys, true);
-        workgroupBarrier();
-        let dots = group_sums(partial_e(mine, at.t), li);
-        var scores: array<f32, TILE>;
-        var grown = top;
-        var seen = total > 0.0;
-        for (var j = 0u; j < TILE; j++) {
-            scores[j] = score(at, at.row, start + j, dots[j]);
-            if (!is_masked(scores[j])) {
-                grown = select(scores[j], max(grown, scores[j]), seen);
-                seen = true;
-            }
-        }
-        if (seen) {
-            let rescale = select(0.0, exp(top - grown), total > 0.0);
-            total *= rescale;
-            for (var i = 0u; i < DV; i++) {
-                acc[i] *= rescale;
-            }
-            for (var j = 0u; j < TILE; j++) {
-                let p = select(exp(scores[j] - grown), 0.0, is_masked(scores[j]));
-                total += p;
-                for (var i = 0u; i < DV; i++) {
-                    acc[i] += p * tile_v[j * VP + at.t + G * i];
-                }
-            }
-            top = grown;
-        }
-        workgroupBarrier();   // the tiles are read before the next are staged
-    }
-    if (at.live) {
-        let row = at.batch * params.queries + at.row;
-        for (var i = 0u; i < DV; i++) {
-            let d = at.t + G * i;
-            if (d < params.value_head) {
-                out[row * params.value_head + d] = select(0.0, acc[i] / total, total > 0.0);
-            }
-        }
-        if (at.t == 0u) {
-            out[params.lse_at + row] = select(f32_from_bits(MASKED), top + log(total), total > 0.0);
+{{entries}}
+
+// Writes x's dims 4 i .. 4 i + 3 (those below `size`) to out from `base`.
+fn put4(base: u32, size: u32, i: u32, x: vec4<f32>) {
+    for (var c = 0u; c < 4u; c++) {
+        let d = 4u * i + c;
+        if (d < size) {
+            out[base + d] = x[c];
         }
     }
 }
 
-@compute @workgroup_size(THREADS)
-fn dq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-      @builtin(local_invocation_index) li: u32) {
-    let at = place(wg, nwg, li, params.queries);
-    let row = at.batch * params.queries + at.row;
-    let mine = own_e(at, false);
-    let grad = own_v(at, false);
-    var partial_d: array<f32, TILE>;
-    for (var i = 0u; i < DV; i++) {
-        let d = at.t + G * i;
-        if (at.live && d < params.value_head) {
-            partial_d[0] += grad[i] * saved[row * params.value_head + d];
+// Dims 4 i .. 4 i + 3 of saved from `base` (0 past `size`, or where the row is not live).
+fn saved4(live: bool, base: u32, size: u32, i: u32) -> vec4<f32> {
+    var r = vec4<f32>();
+    for (var c = 0u; c < 4u; c++) {
+        let d = 4u * i + c;
+        if (live && d < size) {
+            r[c] = saved[base + d];
         }
     }
-    let delta = group_sums(partial_d, li)[0];
-    let lse = select(0.0, saved[params.lse_at + row], at.live);
-    if (at.live && at.t == 0u) {
-        out[params.stats_at + 2u * row] = lse;
-        out[params.stats_at + 2u * row + 1u] = delta;
-    }
-    var acc: array<f32, DQ>;
-    let end = keys_end(block(wg, nwg, params.queries).y);
-    for (var start = 0u; start < end; start += TILE) {
-        load_tiles(at, li, start, params.keys, true);
-        workgroupBarrier();
-        let dots = group_sums(partial_e(mine, at.t), li);
-        let grads = group_sums(partial_v(grad, at.t), li);
-        for (var j = 0u; j < TILE; j++) {
-            let s = score(at, at.row, start + j, dots[j]);
-            let ds = select(exp(s - lse) * (grads[j] - delta), 0.0, is_masked(s));
-            for (var i = 0u; i < DQ; i++) {
-                acc[i] += ds * tile_e[j * EP + at.t + G * i];
-            }
-        }
-        workgroupBarrier();
-    }
-    if (at.live) {
-        for (var i = 0u; i < DQ; i++) {
-            let d = at.t + G * i;
-            if (d < params.head) {
-                out[row * params.head + d] = acc[i] * params.scale;
-            }
-        }
-    }
-}
-
-@compute @workgroup_size(THREADS)
-fn dkv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-       @builtin(local_invocation_index) li: u32) {
-    let at = place(wg, nwg, li, params.keys);
-    let mine = own_e(at, true);
-    let values = own_v(at, true);
-    var dk: array<f32, DQ>;
-    var dv: array<f32, DV>;
-    // causal: the queries before the workgroup's first key attend none of its keys
-    let begin = select(0u, block(wg, nwg, params.keys).y, params.causal == 1u);
-    for (var start = begin; start < params.queries; start += TILE) {
-        load_tiles(at, li, start, params.queries, false);
-        if (li < TILE) {   // (0 past the last query: p is 0 there, and 0 * a stale NaN is not)
-            let query = at.batch * params.queries + start + li;
-            let live = start + li < params.queries;
-            tile_stats[li] = select(vec2<f32>(0.0), vec2<f32>(saved[params.stats_at + 2u * query],
-                                                              saved[params.stats_at + 2u * query + 1u]), live);
-        }
-        workgroupBarrier();
-        let dots = group_sums(partial_e(mine, at.t), li);
-        let grads = group_sums(partial_v(values, at.t), li);
-        for (var j = 0u; j < TILE; j++) {
-            let s = score(at, start + j, at.row, dots[j]);
-            let stats = tile_stats[j];
-            let p = select(exp(s - stats.x), 0.0, is_masked(s));
-            let ds = p * (grads[j] - stats.y);
-            for (var i = 0u; i < DV; i++) {
-                dv[i] += p * tile_v[j * VP + at.t + G * i];
-            }
-            for (var i = 0u; i < DQ; i++) {
-                dk[i] += ds * tile_e[j * EP + at.t + G * i];
-            }
-        }
-        workgroupBarrier();
-    }
-    if (at.live) {
-        let row = at.batch * params.keys + at.row;
-        for (var i = 0u; i < DQ; i++) {
-            let d = at.t + G * i;
-            if (d < params.head) {
-                out[row * params.head + d] = dk[i] * params.scale;
-            }
-        }
-        for (var i = 0u; i < DV; i++) {
-            let d = at.t + G * i;
-            if (d < params.value_head) {
-                out[params.dv_at + row * params.value_head + d] = dv[i];
-            }
-        }
-    }
+    return r;
 }
