@@ -1,17 +1,22 @@
 // Embedding: rows of an (R, C) weight picked by N int32 indices, and the weight's gradient.
-// forward: one thread per output element (n, c): out[n, c] = weight[index[n], c] (0 for an index
-//          outside [0, R): checking needs a readback; the cpu device raises).
+// forward: one thread per output element (n, c): out[n, c] = weight[index[n], c]. An index outside
+//          [0, R) is reported (shaders/index_error.wgsl: the runtime raises it at the next read) and
+//          reads row 0.
 // backward: out[r, c] = the sum of grad[n, c] over the positions n with index[n] == r, in n's order
 //          (deterministic, no atomics on floats): a workgroup per (row r, block of WORKGROUP_SIZE
 //          columns) reads the indices a chunk of WORKGROUP_SIZE at a time, marks the chunk's hits as
 //          bits of workgroup words and visits only those, so chunks without r cost one read each.
 //          Row `padding` (-1: none) gets 0; with `scale_by_freq` the sum is divided by r's count.
+//          An index outside [0, R) adds nowhere (the forward reported it).
 // Parameters (kernels/embedding.py's EMBEDDING_PARAMS): out is contiguous, `rows` R by `cols` C
 // (forward: N by C); `count` N indices at offsets(1) + n * `index_stride`; src (the weight forward,
 // the (N, C) gradient backward) at offsets(0) through its two `src_strides`.
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<storage, read> src: array<f32>;
 @group(0) @binding(3) var<storage, read> index: array<i32>;
+@group(0) @binding(4) var<storage, read_write> index_error: IndexErrorRecord;
+
+const EMBEDDING_ERROR: u32 = {{embedding_error}}u;   // kernels/embedding.py's code for index_errors
 
 const WORDS: u32 = WORKGROUP_SIZE / 32u;   // hit bits of one chunk
 // Two banks: a chunk sets its bank's bits while the other, read by the chunk before, is cleared.
@@ -25,14 +30,23 @@ fn index_at(n: u32) -> i32 {
     return index[params_offsets(1u) + n * params.index_stride];
 }
 
+// The row index n picks. Unlike gather's (checked_index), torch's embedding counts no index from
+// the end: a negative one is out of range too.
+fn picked_row(n: u32) -> u32 {
+    let picked = index_at(n);
+    if (picked < 0 || u32(picked) >= params.rows) {
+        report_index_error(EMBEDDING_ERROR, picked, params.rows, 0u);
+        return 0u;
+    }
+    return u32(picked);
+}
+
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
            @builtin(local_invocation_index) li: u32) {
     let i = element_id(wg, nwg, li);
     if (i >= params.count * params.cols) { return; }
-    let picked = index_at(i / params.cols);
-    let inside = picked >= 0 && u32(picked) < params.rows;
-    out[i] = select(0.0, src_at(u32(picked), i % params.cols), inside);
+    out[i] = src_at(picked_row(i / params.cols), i % params.cols);
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)

@@ -1,18 +1,24 @@
 // Cross-entropy of (N, C) logits against int class labels, fused into one kernel each way (the
 // composed log_softmax + gather + neg path takes a dozen dispatches, a mean or sum two more).
+// A row labelled `ignore_index` does not count: its loss and gradient are 0, and a mean divides by
+// the rows that count (torch's rule: NaN where none does, with a gradient of 0).
 // forward: one workgroup per row finds the row's max and log-sum-exp; loss[n] = lse - x[n, label],
-//          and lse[n] is kept for the backward.
-// forward_sum: the same losses reduced in the same dispatch to out[0] = scale * their sum (the
-//          mean: scale 1 / N). One workgroup: each thread takes every WORKGROUP_SIZE-th row and
-//          reads its classes one after another (each read waits on memory), so the backend picks
-//          this kernel only where a thread's share is short.
-// backward: one thread per logit: out[n, c] = upstream(n) * (exp(x[n, c] - lse[n]) - (c == label[n])).
+//          and lse[n] is kept for the backward. For a mean (`mean` 1) it also writes whether row n
+//          counts (1 or 0) at loss[N + n]: a reduce sums both halves, then finish divides.
+// forward_sum: the same losses reduced in the same dispatch to out[0], their sum or mean. One
+//          workgroup: each thread takes every WORKGROUP_SIZE-th row and reads its classes one after
+//          another (each read waits on memory), so the backend picks this kernel only where a
+//          thread's share is short.
+// finish: a mean's out[0] = sum / count, from the reduce's [sum, count], read through x.
+// Each forward leaves at lse[N] the factor the backward multiplies by: 1, or a mean's 1 / count
+// (forward_sum's or finish's; the device counts, so the host needs no readback).
+// backward: one thread per logit: out[n, c] = lse[N] * upstream(n) * (exp(x[n, c] - lse[n]) -
+//          (c == label[n])), 0 in a row that does not count.
 // Parameters (kernels/loss.py's LOSS_PARAMS): `rows` N and `classes` C; logit (n, c) at
 // offsets[0] + n * row_stride + c * class_stride, label n at offsets[1] + n * label_stride, row n's
-// upstream gradient (backward, where given) at offsets[2] + n * grad_stride; `scale` multiplies the
-// summed loss (forward_sum) and the gradient (backward).
-// A label outside [0, C) is reported (shaders/index_error.wgsl: the runtime raises it at the next
-// read) and read as class 0.
+// upstream gradient (backward, where given) at offsets[2] + n * grad_stride.
+// A label outside [0, C) and not ignore_index is reported (shaders/index_error.wgsl: the runtime
+// raises it at the next read) and read as class 0.
 const TARGET_ERROR: u32 = {{target_error}}u;   // kernels/loss.py's code for index_errors
 
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;   // loss (forward), d logits (backward)
@@ -23,6 +29,7 @@ const TARGET_ERROR: u32 = {{target_error}}u;   // kernels/loss.py's code for ind
 @group(0) @binding(6) var<storage, read> grad: array<f32>;
 
 const ROW_THREADS: u32 = 64u;   // forward's workgroup, which takes one row
+const IGNORED: u32 = 0xffffffffu;   // label()'s class for a row labelled ignore_index
 
 // Threads reduce f32s together (shaders/workgroup.wgsl) two ways: a max, then a sum.
 alias Partial = f32;
@@ -40,6 +47,9 @@ fn logit(n: u32, c: u32) -> f32 {
 
 fn label(n: u32) -> u32 {
     let y = labels[params_offsets(1u) + n * params.label_stride];
+    if (y == params.ignore_index) {
+        return IGNORED;
+    }
     if (y < 0 || u32(y) >= params.classes) {
         report_index_error(TARGET_ERROR, y, params.classes, 0u);
         return 0u;
@@ -47,16 +57,27 @@ fn label(n: u32) -> u32 {
     return u32(y);
 }
 
-// Row n's loss from its max and its sum of exp(x - max); keeps the row's log-sum-exp.
-fn row_loss(n: u32, top: f32, total: f32) -> f32 {
+// Row n's loss from its max and its sum of exp(x - max), 0 where it does not count; keeps the
+// row's log-sum-exp.
+fn row_loss(n: u32, y: u32, top: f32, total: f32) -> f32 {
     let row_lse = top + log(total);
     lse[n] = row_lse;
-    return row_lse - logit(n, label(n));
+    return select(row_lse - logit(n, y), 0.0, y == IGNORED);
 }
 
-// The gradient reaching row n's loss, times the scale: the backend fills in
-// grad[params_offsets(2u) + n * params.grad_stride] * params.scale, or params.scale alone where
-// backward() passed no gradient (its 1).
+// The loss of `sum` over `count` rows that count, and the backward's factor (lse[N]).
+fn reduced(sum: f32, count: f32) -> f32 {
+    if (params.mean == 0u) {
+        lse[params.rows] = 1.0;
+        return sum;
+    }
+    // no row counts: torch's NaN loss, and a factor that keeps the (zero) gradient finite
+    lse[params.rows] = select(1.0 / count, 0.0, count == 0.0);
+    return select(sum / count, f32_from_bits(0x7fc00000u), count == 0.0);
+}
+
+// The gradient reaching row n's loss: the backend fills in grad[params_offsets(2u) + n *
+// params.grad_stride], or 1.0 where backward() passed no gradient (its implicit 1).
 fn upstream(n: u32) -> f32 {
     return {{upstream}};
 }
@@ -78,14 +99,26 @@ fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
     }
     total = workgroup_merge(total, li, ROW_THREADS, SUM);
     if (live && li == 0u) {
-        out[n] = row_loss(n, top, total);
+        let y = label(n);
+        out[n] = row_loss(n, y, top, total);
+        if (params.mean == 1u) {
+            out[params.rows + n] = select(1.0, 0.0, y == IGNORED);
+        }
+        if (n == 0u) {
+            lse[params.rows] = 1.0;   // a sum's or none's factor (finish writes a mean's)
+        }
     }
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn forward_sum(@builtin(local_invocation_index) li: u32) {
     var sum = 0.0;
+    var count = 0.0;
     for (var n = li; n < params.rows; n += WORKGROUP_SIZE) {
+        let y = label(n);
+        if (y == IGNORED) {
+            continue;
+        }
         // one pass over the row: the running max, and the sum of exp(x - max) rescaled as it grows
         // (starting from the first logit, not -inf: a leading -inf would give exp(-inf + inf))
         var top = logit(n, 0u);
@@ -96,12 +129,20 @@ fn forward_sum(@builtin(local_invocation_index) li: u32) {
             total = total * exp(top - grown) + exp(v - grown);
             top = grown;
         }
-        sum += row_loss(n, top, total);
+        sum += row_loss(n, y, top, total);
+        count += 1.0;
     }
     sum = workgroup_merge(sum, li, WORKGROUP_SIZE, SUM);
+    workgroupBarrier();   // thread 0 has read the sums' partials before the counts take their place
+    count = workgroup_merge(count, li, WORKGROUP_SIZE, SUM);
     if (li == 0u) {
-        out[0] = sum * params.scale;
+        out[0] = reduced(sum, count);
     }
+}
+
+@compute @workgroup_size(1)
+fn finish() {
+    out[0] = reduced(x[0], x[1]);
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -113,6 +154,8 @@ fn backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: 
     }
     let n = i / params.classes;
     let c = i % params.classes;
-    let hit = select(0.0, 1.0, c == label(n));
-    out[i] = upstream(n) * (exp(logit(n, c) - lse[n]) - hit);
+    let y = label(n);
+    let hit = select(0.0, 1.0, c == y);
+    let d = lse[params.rows] * upstream(n) * (exp(logit(n, c) - lse[n]) - hit);
+    out[i] = select(d, 0.0, y == IGNORED);
 }

@@ -737,7 +737,7 @@ def test_gradients(device, case):
 # ---- regressions the fuzzer found, as fixed cases ----
 def test_list_index_empty_and_out_of_range(device):
     """x[[]] selects nothing (it was read as a float index); a list position past the end is an
-    IndexError on webgpu too (its gather kernel silently read 0)."""
+    IndexError on webgpu too (its gather kernel once silently read 0)."""
     x = np.arange(6, dtype=np.float32).reshape(3, 2)
     assert_matches(on(device, x)[[]], x[[]].astype(np.float64), 0, what="x[[]]")
     for bad in ([3], [0, -4], [[1], [5]]):

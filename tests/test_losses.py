@@ -36,6 +36,7 @@ CLASS_OPTIONS = {
     "weight": {"weight": True},
     "ignore_index": {"ignore_index": 2},
     "default_ignore": {"ignore_index": -100},
+    "weight_ignore": {"weight": True, "ignore_index": -1},
     "smoothing": {"label_smoothing": 0.2},
     "all": {"weight": True, "ignore_index": 1, "label_smoothing": 0.1},
 }
@@ -45,7 +46,7 @@ CLASS_OPTIONS = {
 @pytest.mark.parametrize("options", list(CLASS_OPTIONS))
 @pytest.mark.parametrize("shape", [(6, 5), (3, 4, 2, 3), (5,)])
 @pytest.mark.parametrize("name", ["cross_entropy", "nll_loss"])
-def test_class_losses(name, shape, options, reduction, device, request):
+def test_class_losses(name, shape, options, reduction, device):
     kw = dict(CLASS_OPTIONS[options])
     if name == "nll_loss" and "label_smoothing" in kw:
         return
@@ -59,9 +60,6 @@ def test_class_losses(name, shape, options, reduction, device, request):
     if name == "nll_loss":   # of log-probabilities
         fn, torch_fn = ((lambda f, s: lambda x, *r: f(s(x, min(x.ndim - 1, 1)), *r))(g, s)
                         for g, s in ((fn, wg.log_softmax), (torch_fn, torch.log_softmax)))
-    if device == "webgpu" and options == "default_ignore" and name == "cross_entropy" and len(shape) == 2:
-        request.applymarker(pytest.mark.xfail(reason="the fused cross-entropy kernel (kernels/loss.py) takes a "
-                                                     "label of -100 as out of bounds", strict=True, raises=IndexError))
     check_op(lambda x, y, *w: fn(x, y, *w), *inputs, device=device, torch_fn=lambda x, y, *w: torch_fn(x, y, *w),
              grad=(0,))   # (torch's class losses are not differentiable in weight)
 
@@ -91,13 +89,15 @@ def test_every_target_ignored(name, device):
     assert (x.grad.numpy() == 0).all() and (ref.grad.numpy() == 0).all()
 
 
-def test_plain_cross_entropy_stays_fused(device):
-    """No option of its own: the fused kernel's one node (labels -100 on cpu take the composed path)."""
-    x = wg_tensor(randn(8, 5), device, requires_grad=True)
-    loss = F.cross_entropy(x, wg.tensor(_labels((8,), 5), device=device))
-    assert type(loss.grad_fn).__name__ == "_CrossEntropy", tag(type(loss.grad_fn).__name__)
-    labels = _labels((8,), 5, ignore=-100)
-    check_op(lambda a, y: F.cross_entropy(a, y), randn(8, 5), labels, device="cpu", torch_fn=TF.cross_entropy)
+def test_class_index_cross_entropy_stays_fused(device):
+    """No weight or smoothing: the fused kernel's one node, ignore_index given or not, labelled or not."""
+    for options in ({}, {"ignore_index": -100}, {"ignore_index": -1}, {"ignore_index": 3}):
+        labels = _labels((8,), 5, options.get("ignore_index", -100))
+        loss = F.cross_entropy(wg_tensor(randn(8, 5), device, requires_grad=True), wg.tensor(labels, device=device),
+                               **options)
+        assert type(loss.grad_fn).__name__ == "_CrossEntropy", tag(f"{options}: {type(loss.grad_fn).__name__}")
+        check_op(lambda a, y: F.cross_entropy(a, y, **options), randn(8, 5), labels, device=device,
+                 torch_fn=lambda a, y: TF.cross_entropy(a, y, **options))
 
 
 def test_legacy_reduction_flags(device):

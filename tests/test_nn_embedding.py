@@ -55,9 +55,27 @@ def test_embedding_errors(device):
         F.embedding(wg_tensor(integers(2, high=5), device), weight, padding_idx=5)
     with pytest.raises(RuntimeError, match="2-D"):
         F.embedding(wg_tensor(integers(2, high=5), device), wg_tensor(randn(5), device))
-    if device == "cpu":   # (the webgpu kernel cannot check without a readback; it reads zeros)
-        with pytest.raises(IndexError, match="out of range"):
-            F.embedding(wg_tensor(np.array([0, 5], np.int32), device), weight)
+    with pytest.raises(IndexError, match="out of range"):   # (webgpu's kernel finds it: raised at the read)
+        F.embedding(wg_tensor(np.array([0, 5], np.int32), device), weight).tolist()
+
+
+def test_embedding_index_out_of_range_raises_as_in_torch(device):
+    """An index past the rows, negative (torch's embedding counts none from the end) or at int32's end
+    raises torch's IndexError naming it, at the op on cpu and at the next read on webgpu (the kernel
+    records it on the device); the next valid lookup reads torch's rows."""
+    g = rng()
+    rows, cols = int(g.integers(1, 20)), int(g.integers(1, 300))
+    table, index = randn(rows, cols), integers(int(g.integers(1, 600)), low=0, high=rows)
+    bad = int(g.choice([g.integers(rows, 3 * rows + 1), g.integers(-3 * rows, 0), 2**31 - 1, -2**31]))
+    index[int(g.integers(0, index.size))] = bad
+    weight = wg_tensor(table, device)
+    with pytest.raises(IndexError, match="index out of range in self"):
+        TF.embedding(torch.from_numpy(index).long(), torch.from_numpy(table))
+    with pytest.raises(IndexError, match=rf"^embedding: index out of range in self \(index {bad}; indices must lie "
+                                         rf"in \[0, {rows}\)\)"):
+        F.embedding(wg_tensor(index, device), weight).tolist()
+    index[index == bad] = rows - 1
+    assert_close(F.embedding(wg_tensor(index, device), weight), table[index], what="the next lookup")
 
 
 def test_embedding_module_init_and_rules(device):

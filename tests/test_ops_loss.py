@@ -110,22 +110,125 @@ def test_cross_entropy_backward_from_the_loss(n, c, spread, device):
         assert_close(x.grad, t.grad, what=f"gradient of the {reduction} of {n} x {c}")
 
 
-def test_cross_entropy_of_a_batch_is_one_dispatch_each_way(monkeypatch):
+def _labels(n, c, ignore_index, ignored):
+    """n labels in [0, c), with ignore_index at no row ('none'), at some but not all ('some', at
+    least one of each; n >= 2) or at every row ('all')."""
+    labels = integers(n, low=0, high=c)
+    if 0 <= ignore_index < c:   # a class: drawn only where ignored
+        labels[labels == ignore_index] = (ignore_index + 1) % c
+    if ignored == "some":
+        labels[rng().random(n) < 0.3] = ignore_index
+        labels[:2] = [ignore_index, (ignore_index + 1) % c if 0 <= ignore_index < c else 0]
+    elif ignored == "all":
+        labels[:] = ignore_index
+    return labels
+
+
+@pytest.mark.parametrize("ignore_index", [None, -100, -1])
+def test_cross_entropy_of_a_batch_is_one_dispatch_each_way(ignore_index, monkeypatch):
     """A training step's loss on webgpu: the mean (or sum) is taken in the loss's kernel, and
-    loss.backward() is the backward kernel alone (no seed of ones, no division by N)."""
+    loss.backward() is the backward kernel alone (no seed of ones, no division by N). Rows labelled
+    ignore_index (torch's default -100, or another) are counted out in the same two kernels."""
     runtime = wg.get_backend("webgpu").runtime
     kernels = []
     monkeypatch.setattr(runtime, "dispatch",
                         lambda *a, queue=runtime.dispatch, **k: kernels.append(a) or queue(*a, **k))
+    options = {} if ignore_index is None else {"ignore_index": ignore_index}
     for reduction in ("mean", "sum"):
         x = wg.tensor(randn(128, 10), device="webgpu", requires_grad=True)
-        y = wg.tensor(integers(128, low=0, high=10), device="webgpu")
+        labels = _labels(128, 10, -100, "none") if ignore_index is None else _labels(128, 10, ignore_index, "some")
+        y = wg.tensor(labels, device="webgpu")
         kernels.clear()
-        loss = L.cross_entropy(x, y, reduction=reduction)
+        loss = L.cross_entropy(x, y, reduction=reduction, **options)
         assert len(kernels) == 1, tag(f"{reduction}: forward took {len(kernels)} dispatches")
         loss.backward()
         assert len(kernels) == 2, tag(f"{reduction}: backward took {len(kernels) - 1} dispatches")
-        assert x.grad is not None
+        theirs = torch.tensor(x.detach().numpy(), requires_grad=True)
+        F.cross_entropy(theirs, torch.from_numpy(labels).long(), reduction=reduction, **options).backward()
+        assert_close(x.grad, theirs.grad, what=f"gradient of the {reduction}")
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("ignored", ["none", "some", "all"])
+@pytest.mark.parametrize("ignore_index", [-100, -1, 2])
+@pytest.mark.parametrize("n,c", [(9, 5), (5000, 10), (300, 300)])
+def test_cross_entropy_ignore_index(n, c, ignore_index, ignored, reduction, device):
+    """Rows labelled ignore_index add no loss and no gradient, and the mean divides by the rows
+    counted (every row ignored: NaN and a zero gradient, as torch); the fused kernel's one node. On
+    webgpu 9 x 5 is reduced in the loss's dispatch, 5000 x 10 and 300 x 300 after it (a reduce of
+    the losses and the rows counted, then the division)."""
+    logits, labels = 2 * randn(n, c), _labels(n, c, ignore_index, ignored)
+    loss = L.cross_entropy(wg_tensor(logits, device, requires_grad=True), wg.tensor(labels, device=device),
+                           ignore_index=ignore_index, reduction=reduction)
+    assert type(loss.grad_fn).__name__ == "_CrossEntropy", tag(type(loss.grad_fn).__name__)
+    check_op(lambda x, y: L.cross_entropy(x, y, ignore_index=ignore_index, reduction=reduction), logits, labels,
+             device=device, fd=n < 100 and not (ignored == "all" and reduction == "mean"),   # (NaN: no differences)
+             torch_fn=lambda x, y: F.cross_entropy(x, y, ignore_index=ignore_index, reduction=reduction))
+
+
+@pytest.mark.parametrize("n,c", [(128, 10), (5000, 10), (300, 300)])
+@pytest.mark.parametrize("ignore_index", [-100, -1])
+def test_cross_entropy_ignore_index_backward_from_the_loss(n, c, ignore_index, device):
+    """loss.backward() with no gradient (the fused loss's implicit 1): the mean's 1 / count, counted
+    on the device, reaches the backward kernel, against torch in float64."""
+    for ignored in ("some", "all"):
+        labels = _labels(n, c, ignore_index, ignored)
+        logits = 2 * randn(n, c)
+        for reduction in ("mean", "sum"):
+            x = wg_tensor(logits, device, requires_grad=True)
+            loss = L.cross_entropy(x, wg.tensor(labels, device=device), ignore_index=ignore_index,
+                                   reduction=reduction)
+            loss.backward()
+            t = torch.tensor(logits, dtype=torch.float64, requires_grad=True)
+            expected = F.cross_entropy(t, torch.from_numpy(labels).long(), ignore_index=ignore_index,
+                                       reduction=reduction)
+            expected.backward()
+            what = f"{reduction} of {n} x {c}, {ignored} ignored"
+            assert_close(loss, expected.detach(), what=what)
+            assert_close(x.grad, t.grad, what=f"gradient of the {what}")
+
+
+def test_cross_entropy_ignore_index_under_jit_replay(device):
+    """Replayed training steps count each batch's ignored rows anew (the mean's count is the
+    device's, not the recording's): losses and weights against torch's, step after step, a batch
+    with every row ignored among them (NaN loss, no update)."""
+    rows, features, classes = int(rng().integers(4, 40)), int(rng().integers(2, 9)), int(rng().integers(3, 7))
+    model = wg.nn.Linear(features, classes, device=device)
+    theirs = torch.nn.Linear(features, classes)
+    with torch.no_grad():
+        theirs.weight.copy_(torch.from_numpy(to_numpy(model.weight)))
+        theirs.bias.copy_(torch.from_numpy(to_numpy(model.bias)))
+    opt, their_opt = wg.optim.SGD(model.parameters(), lr=0.5), torch.optim.SGD(theirs.parameters(), lr=0.5)
+
+    @wg.jit
+    def step(x, y):
+        loss = L.cross_entropy(model(x), y, ignore_index=-1)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    for ignored in ("none", "some", "some", "all", "some"):   # eager, recorded, then replayed
+        x, labels = randn(rows, features), _labels(rows, classes, -1, ignored)
+        loss = step(wg.tensor(x, device=device), wg.tensor(labels, device=device))
+        their_loss = F.cross_entropy(theirs(torch.from_numpy(x)), torch.from_numpy(labels).long(), ignore_index=-1)
+        their_opt.zero_grad()
+        their_loss.backward()
+        their_opt.step()
+        assert_close(loss, their_loss.detach(), what=f"loss, {ignored} ignored")
+        assert_close(model.weight, theirs.weight.detach(), what=f"weight after a step with {ignored} ignored")
+    if device == "webgpu":
+        assert len(step._programs) == 1, tag("one recording, replayed")
+
+
+def test_gpt_loss_is_the_fused_cross_entropy(device):
+    """nanoGPT's loss ignores targets of -1: the fused kernel's one node still."""
+    config = wg.nn.GPTConfig(block_size=8, vocab_size=11, n_layer=1, n_head=1, n_embd=8)
+    targets = integers(2, 8, low=0, high=11)
+    targets[0, 0] = -1
+    _, loss = wg.nn.GPT(config, device=device)(wg.tensor(integers(2, 8, low=0, high=11), device=device),
+                                               wg.tensor(targets, device=device))
+    assert type(loss.grad_fn).__name__ == "_CrossEntropy", tag(type(loss.grad_fn).__name__)
 
 
 def test_cross_entropy_errors(device):

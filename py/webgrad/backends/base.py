@@ -168,9 +168,12 @@ class Backend:
     def max_pool2d(self, x, shape, kernel, stride, padding, dilation): raise NotImplementedError
     def max_pool2d_backward(self, grad, indices, shape, kernel, stride, padding, dilation): raise NotImplementedError
 
-    # ---- loss: (loss, log-sum-exp) of (N, C) logits; their gradient ----
-    def cross_entropy(self, logits, labels, scale=None): raise NotImplementedError
-    def cross_entropy_backward(self, logits, labels, lse, grad, scale): raise NotImplementedError
+    # ---- loss: cross-entropy of (N, C) logits against int labels, rows labelled ignore_index not
+    # counted: (loss per row ('none'), or their sum or mean; (N + 1,) stats: each row's log-sum-exp,
+    # then the factor the backward multiplies by). Backward: d logits for an upstream gradient per
+    # row, or of 1 (grad None) ----
+    def cross_entropy(self, logits, labels, ignore_index, reduction): raise NotImplementedError
+    def cross_entropy_backward(self, logits, labels, lse, grad, ignore_index): raise NotImplementedError
 
     # ---- random: draw() gives (seed, offset) and runs again at each jit replay ----
     def random(self, numel, normal, draw, dtype): raise NotImplementedError

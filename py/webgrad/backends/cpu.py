@@ -91,22 +91,32 @@ class CPUBackend(Backend):
         np.add.at(region, tuple(grid), self.view(grad))
         return out.reshape(-1)
 
-    def cross_entropy(self, logits, labels, scale=None):
-        """Per-row loss (or their sum times scale) and log-sum-exp: shaders/loss.wgsl's forward."""
+    def cross_entropy(self, logits, labels, ignore_index, reduction):
+        """shaders/loss.wgsl's forward: the loss per row, or their sum or mean over the rows not
+        ignored; then the rows' log-sum-exp and the backward's factor."""
         x, y = self.view(logits), self.view(labels)
-        outside = (y < 0) | (y >= x.shape[1])
+        counted = y != ignore_index
+        outside = counted & ((y < 0) | (y >= x.shape[1]))
         if outside.any():
             raise IndexError(f"cross_entropy: target {y[outside][0]} is out of bounds for {x.shape[1]} classes")
         top = x.max(1, keepdims=True)
         lse = (top + np.log(np.exp(x - top).sum(1, keepdims=True)))[:, 0]
-        loss = lse - x[np.arange(len(y)), y]
-        return (loss if scale is None else (loss.sum() * scale).astype(loss.dtype).reshape(1)), lse
+        loss = np.where(counted, lse - x[np.arange(len(y)), np.where(counted, y, 0)], 0).astype(x.dtype)
+        factor, count = 1.0, counted.sum()
+        if reduction == "mean":   # none counted: torch's NaN, and a zero gradient
+            factor = 1 / count if count else 0.0
+            loss = np.array([loss.sum() / count if count else np.nan], x.dtype)
+        elif reduction == "sum":
+            loss = loss.sum(dtype=x.dtype).reshape(1)
+        return loss, np.append(lse, factor).astype(x.dtype)
 
-    def cross_entropy_backward(self, logits, labels, lse, grad, scale):
-        y = self.view(labels)
-        out = np.exp(self.view(logits) - self.view(lse)[:, None])
-        out[np.arange(len(y)), y] -= 1
-        return (out * (scale if grad is None else self.view(grad)[:, None] * scale)).reshape(-1)
+    def cross_entropy_backward(self, logits, labels, lse, grad, ignore_index):
+        y, stats = self.view(labels), self.view(lse)
+        counted = y != ignore_index
+        out = np.exp(self.view(logits) - stats[:-1, None])
+        out[np.arange(len(y)), np.where(counted, y, 0)] -= 1
+        out[~counted] = 0
+        return (out * (stats[-1] if grad is None else self.view(grad)[:, None] * stats[-1])).reshape(-1)
 
     def fold(self, g, shape, kernel, stride, dilation, padding=(0, 0)):
         return _fold(self.view(g), shape, kernel, stride, dilation, padding)
@@ -213,8 +223,10 @@ class CPUBackend(Backend):
 
     def embedding(self, weight, index):
         w, idx = self.view(weight), self.view(index)
-        if idx.size and (idx.min() < 0 or idx.max() >= len(w)):
-            raise IndexError(f"embedding: index out of range in self (indices must lie in [0, {len(w)}))")
+        outside = (idx < 0) | (idx >= len(w))
+        if outside.any():
+            raise IndexError(f"embedding: index out of range in self (index {idx[outside][0]}; indices must lie "
+                             f"in [0, {len(w)}))")
         return w[idx].reshape(-1)
 
     def embedding_backward(self, grad, index, rows, padding_idx, scale_by_freq):

@@ -1,6 +1,8 @@
 """Embedding lookup (torch.nn.functional.embedding): rows of a weight picked by int indices, one
-kernel each way on the webgpu device (shaders/embedding.wgsl). The weight's gradient sums each
-row's picks on the device, deterministically (in the order of the positions)."""
+kernel each way on the webgpu device (shaders/embedding.wgsl). An index outside [0, rows) raises an
+IndexError: at the op on cpu, at the next read of a value on webgpu (its kernel records it on the
+device: backends/webgpu/index_errors.py). The weight's gradient sums each row's picks on the device,
+deterministically (in the order of the positions)."""
 from .. import dtypes
 from ..autograd import Function
 from .._tensor import Tensor

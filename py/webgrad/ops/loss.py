@@ -1,6 +1,6 @@
 """Softmax, log-softmax, the class losses built on them (cross_entropy, nll_loss) and mse_loss (numerically
-stable: the row max is subtracted before exp). The plain cross-entropy (class indices, (N, C)
-logits, no weight, smoothing or ignore_index of its own) is one fused kernel each way; the options
+stable: the row max is subtracted before exp). Cross-entropy of class indices over (N, C) logits,
+ignore_index included, is one fused kernel each way; weight, smoothing and (N, C, d1, ...) inputs
 are composed of log_softmax, gather and reductions."""
 import math
 import warnings
@@ -40,25 +40,24 @@ class _LogSoftmax(Function):
 
 class _CrossEntropy(Function):
     """Cross-entropy of (N, C) logits against int class labels, per row or reduced to their mean or
-    sum, one fused kernel each way (backend.cross_entropy); the rows' log-sum-exp is kept for the
-    backward. One node for the reduced loss, so its backward is one kernel, which takes
-    backward()'s implicit gradient itself."""
+    sum, one fused kernel each way (backend.cross_entropy); rows labelled ignore_index add nothing,
+    and the mean counts only the others, on the device. The rows' log-sum-exp (and the backward's
+    factor: 1, or the mean's 1 / count) is kept for the backward. One node for the reduced loss, so
+    its backward is one kernel, which takes backward()'s implicit gradient itself."""
     takes_unit_grad = True
 
-    def forward(self, logits, labels, reduction):
+    def forward(self, logits, labels, ignore_index, reduction):
         rows = logits.shape[0]
-        # what the rows' summed losses are multiplied by; None keeps them per row
-        self.scale = {"none": None, "sum": 1.0, "mean": 1 / rows if rows else math.nan}[reduction]
-        loss, lse = logits.backend.cross_entropy(logits._view, labels._view, self.scale)
-        self.logits, self.labels = logits, labels
-        self.lse = Tensor(lse, (rows,), logits.dtype, logits.device)
-        return Tensor(loss, (rows,) if self.scale is None else (), logits.dtype, logits.device)
+        loss, lse = logits.backend.cross_entropy(logits._view, labels._view, ignore_index, reduction)
+        self.logits, self.labels, self.ignore_index = logits, labels, ignore_index
+        self.lse = Tensor(lse, (rows + 1,), logits.dtype, logits.device)
+        return Tensor(loss, (rows,) if reduction == "none" else (), logits.dtype, logits.device)
 
     def backward(self, grad):
         logits = self.logits
         g = logits.backend.cross_entropy_backward(logits._view, self.labels._view, self.lse._view,
                                                   None if grad is None else grad.expand(logits.shape[0])._view,
-                                                  1.0 if self.scale is None else self.scale)
+                                                  self.ignore_index)
         return Tensor(g, logits.shape, logits.dtype, logits.device), None
 
 
@@ -182,16 +181,14 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
             return loss.reshape(tuple(input.shape[:1]) + tuple(input.shape[2:]) if input.ndim > 1 else ())
         return loss.sum() / (loss.shape[0] if loss.shape[0] else math.nan) if reduction == "mean" else loss.sum()
     _class_targets("cross_entropy", input, target)
-    if _fused(input, target, weight, ignore_index, label_smoothing):
-        loss = _CrossEntropy.apply(batched, target.reshape(-1), reduction)
+    if _fused(input, weight, ignore_index, label_smoothing):
+        loss = _CrossEntropy.apply(batched, target.reshape(-1), ignore_index, reduction)
         return loss if input.ndim > 1 or reduction != "none" else loss.squeeze(0)
     return _nll(log_softmax(_rows(batched), 1), target, weight, ignore_index, reduction, label_smoothing)
 
 
-def _fused(input, target, weight, ignore_index, label_smoothing):
-    """Whether the fused kernel computes this cross-entropy: class indices, no weight or smoothing, and
-    no ignore_index but PyTorch's default -100, which the kernel does not skip (it reads such a
-    label as class 0; the cpu device checks for it, and takes the composed path where it is found)."""
-    if input.ndim > 2 or weight is not None or label_smoothing or ignore_index != -100:
-        return False
-    return input.device != "cpu" or not (target == ignore_index).any().item()
+def _fused(input, weight, ignore_index, label_smoothing):
+    """Whether the fused kernel computes this cross-entropy: class indices over (N, C) or (C,) logits,
+    no weight or smoothing, and an ignore_index that an int32 label can equal (one past that range
+    would wrap in the kernel's i32 parameter and ignore some class)."""
+    return input.ndim <= 2 and weight is None and not label_smoothing and -2**31 <= ignore_index < 2**31

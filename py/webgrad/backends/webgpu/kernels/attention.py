@@ -116,7 +116,8 @@ def _attention_source(entry, nq, nv):
                  "            total += p;",
                  "            let w = j * NV;"]
         body += [f"            a{i} = fma(vec4(p), tile_v[w + {i}u], a{i});" for i in V]
-        body += ["        }", "    }", "    workgroupBarrier();   // the tiles are read before the next are staged", "}",
+        body += ["        }", "    }",
+                 "    workgroupBarrier();   // the tiles are read before the next are staged", "}",
                  "if (at.live) {",
                  "    let row = at.batch * params.queries + at.row;",
                  "    let inverse = select(0.0, 1.0 / total, total > 0.0);"]
@@ -163,8 +164,9 @@ def _attention_source(entry, nq, nv):
                  "    for (var i = li; i < TILE; i += ROWS) {   // (0 past the last query: p is 0 there)",
                  "        let query = at.batch * params.queries + start + i;",
                  "        let live = start + i < params.queries;",
-                 "        tile_stats[i] = select(vec2<f32>(0.0), vec2<f32>(saved[params.stats_at + 2u * query],",
-                 "                                                          saved[params.stats_at + 2u * query + 1u]), live);",
+                 "        let stats = vec2<f32>(saved[params.stats_at + 2u * query],",
+                 "                              saved[params.stats_at + 2u * query + 1u]);",
+                 "        tile_stats[i] = select(vec2<f32>(0.0), stats, live);",
                  "    }",
                  "    workgroupBarrier();",
                  "    for (var j = 0u; j < TILE; j++) {",
@@ -183,7 +185,8 @@ def _attention_source(entry, nq, nv):
                  "if (at.live) {",
                  "    let row = at.batch * params.keys + at.row;"]
         body += ["    " + line for line in put("dk", "row * params.head", "params.head", nq, "params.scale")]
-        body += ["    " + line for line in put("dv", "params.dv_at + row * params.value_head", "params.value_head", nv, "1.0")]
+        dv = put("dv", "params.dv_at + row * params.value_head", "params.value_head", nv, "1.0")
+        body += ["    " + line for line in dv]
         body += ["}"]
     entries = "\n".join(head + ["    " + line for line in body] + ["}"])
     return fill("attention", ATTENTION_PARAMS, rows=str(ATTENTION_ROWS), tile=str(_attention_tile(nq, nv)),

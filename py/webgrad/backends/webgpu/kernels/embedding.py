@@ -1,7 +1,12 @@
 """The embedding family (shaders/embedding.wgsl): rows of a weight picked by indices, one kernel each
 way; the backward sums each row's picks on the device, deterministically."""
+from .. import index_errors
 from .common import WORKGROUP_SIZE, check_gpu_dtype, fill, groups
 from .params import ParamBlock, i32, u32
+
+# What the forward reports an index outside [0, R) as (torch's words, and the index; index_errors.py).
+EMBEDDING_ERROR = index_errors.code("embedding", "index out of range in self (index {index}; indices must lie "
+                                                 "in [0, {size}))")
 
 # Both kernels' parameters (their meanings: shaders/embedding.wgsl).
 EMBEDDING_PARAMS = ParamBlock(u32("rows"), u32("cols"), u32("count"), u32("index_stride"), i32("padding"),
@@ -29,6 +34,9 @@ class EmbeddingKernels:
         words = EMBEDDING_PARAMS.pack(rows=rows, cols=src.shape[1], count=index.shape[0], index_stride=index.strides[0],
                                       padding=padding, scale_by_freq=int(scale_by_freq), src_strides=src.strides,
                                       offsets=[src.offset, index.offset])
-        pipeline = self.runtime.pipeline(("embedding", entry), lambda: fill("embedding", EMBEDDING_PARAMS),
-                                         entry=entry, bindings=("read_write", "read", "read"))
-        self.runtime.dispatch(pipeline, [out, src.storage, index.storage], words, workgroups)
+        pipeline = self.runtime.pipeline(("embedding", entry),
+                                         lambda: fill("embedding", EMBEDDING_PARAMS, includes=("index_error",),
+                                                      embedding_error=str(EMBEDDING_ERROR)),
+                                         entry=entry, bindings=("read_write", "read", "read", "read_write"))
+        storages = [out, src.storage, index.storage, self.runtime.index_errors.storage]
+        self.runtime.dispatch(pipeline, storages, words, workgroups)

@@ -1,49 +1,57 @@
 """The loss family (shaders/loss.wgsl): cross-entropy of logits against class labels, fused each way."""
 import functools
 
-from ...base import MUL, SUM, flat
+from ...base import SUM, flat
 from .. import index_errors
 from .common import fill, groups
-from .params import ParamBlock, f32, u32
+from .params import ParamBlock, i32, u32
 
 # The most logits one thread reads (row after row) where a cross-entropy's sum or mean is taken by
-# one workgroup (WORKGROUP_SIZE threads) in the loss's own dispatch; more take a reduce and a scale
-# after it. On an H100 each logit costs a thread ~0.12 us and the two dispatches saved ~20 us.
+# one workgroup (WORKGROUP_SIZE threads) in the loss's own dispatch; more take a reduce (and for a
+# mean, a division) after it. On an H100 each logit costs a thread ~0.12 us and the two dispatches
+# saved ~20 us.
 CROSS_ENTROPY_SUM_SPAN = 128
 # What the kernels report a label outside [0, C) as (torch's words; index_errors.py).
 TARGET_ERROR = index_errors.code("cross_entropy", "Target {index} is out of bounds for {size} classes")
-# Parameter packers kept, one per layout of logits, labels and upstream gradient (and scale).
+# Parameter packers kept, one per layout of logits, labels and upstream gradient.
 LOSS_PACKERS_KEPT = 1024
 
 LOSS_PARAMS = ParamBlock(
     u32("rows"), u32("classes"), u32("row_stride"), u32("class_stride"), u32("label_stride"),
-    u32("grad_stride"), f32("scale"),
+    u32("grad_stride"), i32("ignore_index"), u32("mean"),
     u32("offsets", 3))   # of logits, labels and grad: last, as the words that change per call (packer)
 
 
 class LossKernels:
-    def cross_entropy(self, logits, labels, scale=None):
-        """(loss, lse) of (N, C) logits against int labels (shaders/loss.wgsl): the loss per row, or
-        given a scale, the rows' sum times it, in the same dispatch where that fits."""
+    def cross_entropy(self, logits, labels, ignore_index, reduction):
+        """(loss, lse) of (N, C) logits against int labels (shaders/loss.wgsl): the loss per row
+        ('none'), or their sum or mean, in the same dispatch where that fits; lse holds the rows'
+        log-sum-exp, then the factor the backward multiplies by."""
         rows, classes = logits.shape
-        lse = self.empty(rows, logits.dtype)
+        mean = reduction == "mean"
+        lse = self.empty(rows + 1, logits.dtype)
         inputs = [lse, logits.storage, labels.storage, self.runtime.index_errors.storage]
-        if scale is not None and rows and groups(rows) * classes <= CROSS_ENTROPY_SUM_SPAN:
+        words = _loss_words(logits, labels, None, ignore_index, mean)
+        if reduction != "none" and groups(rows) * classes <= CROSS_ENTROPY_SUM_SPAN:
             loss = self.empty(1, logits.dtype)
-            self.runtime.dispatch(self._cross_entropy_kernel("forward_sum"), [loss] + inputs,
-                                  _loss_words(logits, labels, None, scale), 1)
+            self.runtime.dispatch(self._cross_entropy_kernel("forward_sum"), [loss] + inputs, words, 1)
             return loss, lse
-        loss = self.empty(rows, logits.dtype)
+        # a mean's rows are followed by whether each counts, which the reduce sums alongside
+        loss = self.empty(rows * (1 + mean), logits.dtype)
         if rows:
-            self.runtime.dispatch(self._cross_entropy_kernel("forward"), [loss] + inputs,
-                                  _loss_words(logits, labels, None, scale), rows)
-        if scale is None:
+            self.runtime.dispatch(self._cross_entropy_kernel("forward"), [loss] + inputs, words, rows)
+        if reduction == "none":
             return loss, lse
-        total = self.reduce(SUM, flat(loss, (rows,), logits.dtype), (0,), logits.dtype)
-        return self.map(MUL, (flat(total, (), logits.dtype), scale), (), logits.dtype, logits.dtype), lse
+        if not mean:
+            return self.reduce(SUM, flat(loss, (rows,), logits.dtype), (0,), logits.dtype), lse
+        totals = self.reduce(SUM, flat(loss, (2, rows), logits.dtype), (1,), logits.dtype)
+        out = self.empty(1, logits.dtype)
+        self.runtime.dispatch(self._cross_entropy_kernel("finish"), [out, lse, totals], words, 1)
+        return out, lse
 
-    def cross_entropy_backward(self, logits, labels, lse, grad, scale):
-        """d logits, times scale, for an upstream gradient per row (grad, an (N,) view) or of 1 (None)."""
+    def cross_entropy_backward(self, logits, labels, lse, grad, ignore_index):
+        """d logits for an upstream gradient per row (grad, an (N,) view) or of 1 (None), times the
+        factor the forward left in lse."""
         numel = logits.numel()
         out = self.empty(numel, logits.dtype)
         if numel:
@@ -51,27 +59,28 @@ class LossKernels:
             if grad is not None:
                 storages.append(grad.storage)
             self.runtime.dispatch(self._cross_entropy_kernel("backward", grad is not None), storages,
-                                  _loss_words(logits, labels, grad, scale), groups(numel))
+                                  _loss_words(logits, labels, grad, ignore_index, False), groups(numel))
         return out
 
     def _cross_entropy_kernel(self, entry, with_grad=False):
-        upstream = "grad[params_offsets(2u) + n * params.grad_stride] * params.scale" if with_grad else "params.scale"
+        upstream = "grad[params_offsets(2u) + n * params.grad_stride]" if with_grad else "1.0"
+        bindings = {"finish": ("read_write", "read_write", "read")}.get(
+            entry, ("read_write", "read_write", "read", "read", "read_write") + ("read",) * with_grad)
         return self.runtime.pipeline(("loss", entry, with_grad),
                                      lambda: fill("loss", LOSS_PARAMS, includes=("workgroup", "index_error"),
                                                   upstream=upstream, target_error=str(TARGET_ERROR)),
-                                     entry=entry,
-                                     bindings=("read_write", "read_write", "read", "read", "read_write")
-                                     + ("read",) * with_grad)
+                                     entry=entry, bindings=bindings)
 
 
-def _loss_words(logits, labels, grad, scale):
+def _loss_words(logits, labels, grad, ignore_index, mean):
     """LOSS_PARAMS's words; grad (an (N,) view) only for the backward."""
     pack = _loss_packer(logits.shape, logits.strides, labels.strides[0], 0 if grad is None else grad.strides[0],
-                        1.0 if scale is None else scale)
+                        ignore_index, mean)
     return pack([logits.offset, labels.offset, 0 if grad is None else grad.offset])
 
 
 @functools.lru_cache(maxsize=LOSS_PACKERS_KEPT)
-def _loss_packer(shape, strides, label_stride, grad_stride, scale):
+def _loss_packer(shape, strides, label_stride, grad_stride, ignore_index, mean):
     return LOSS_PARAMS.packer(rows=shape[0], classes=shape[1], row_stride=strides[0], class_stride=strides[1],
-                              label_stride=label_stride, grad_stride=grad_stride, scale=scale)
+                              label_stride=label_stride, grad_stride=grad_stride, ignore_index=ignore_index,
+                              mean=int(mean))
