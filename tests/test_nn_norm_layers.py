@@ -18,7 +18,10 @@ SHAPES = [((5, 37), (37,)), ((2, 3, 4, 5), (4, 5)), ((300, 3), (3,)), ((3, 1000)
 @pytest.mark.parametrize("shape,normalized", SHAPES, ids=lambda v: "x".join(map(str, v)))
 @pytest.mark.parametrize("affine", ["none", "weight", "weight+bias", "bias"])
 def test_layer_norm(shape, normalized, affine, device):
-    inputs = [2 * randn(*shape) + 0.5, randn(*normalized) if "weight" in affine else None,
+    # a ramp across each normalized row keeps its variance away from 0: a row of 3 close values is
+    # ill-conditioned (its gradient scales with 1/std), and float32 then differs from torch by ~1e-3
+    ramp = 3 * np.linspace(-1, 1, int(np.prod(normalized))).reshape(normalized).astype(np.float32)
+    inputs = [2 * randn(*shape) + 0.5 + ramp, randn(*normalized) if "weight" in affine else None,
               randn(*normalized) if "bias" in affine else None]
     given = [a for a in inputs if a is not None]
 
