@@ -43,72 +43,14 @@ from webgrad.nn import functional as F
 
 from conv import timed
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+from torch_gpt import TorchGPT
+
 # name: (n_layer, n_head, n_embd, block_size, batch)
 CONFIGS = {"large": (6, 6, 384, 256, 64), "page": (2, 4, 128, 64, 32)}
 SMALL_CONFIGS = {"large": (2, 2, 32, 32, 4), "page": (1, 2, 16, 16, 4)}
 VOCAB, LR, WEIGHT_DECAY, BETAS = 65, 1e-3, 0.1, (0.9, 0.95)
 TORCH_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
-# ---- the model as nanoGPT writes it ----
-class TorchAttention(tnn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.n_head, self.n_embd = c.n_head, c.n_embd
-        self.c_attn = tnn.Linear(c.n_embd, 3 * c.n_embd, bias=c.bias)
-        self.c_proj = tnn.Linear(c.n_embd, c.n_embd, bias=c.bias)
-
-    def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-                   for t in self.c_attn(x).split(self.n_embd, dim=2))
-        y = TF.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
-
-
-class TorchMLP(tnn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.c_fc = tnn.Linear(c.n_embd, 4 * c.n_embd, bias=c.bias)
-        self.gelu = tnn.GELU()
-        self.c_proj = tnn.Linear(4 * c.n_embd, c.n_embd, bias=c.bias)
-
-    def forward(self, x):
-        return self.c_proj(self.gelu(self.c_fc(x)))
-
-
-class TorchBlock(tnn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.ln_1 = tnn.LayerNorm(c.n_embd, bias=c.bias)
-        self.attn = TorchAttention(c)
-        self.ln_2 = tnn.LayerNorm(c.n_embd, bias=c.bias)
-        self.mlp = TorchMLP(c)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class TorchGPT(tnn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.config = c
-        self.transformer = tnn.ModuleDict(dict(
-            wte=tnn.Embedding(c.vocab_size, c.n_embd), wpe=tnn.Embedding(c.block_size, c.n_embd),
-            h=tnn.ModuleList([TorchBlock(c) for _ in range(c.n_layer)]), ln_f=tnn.LayerNorm(c.n_embd, bias=c.bias)))
-        self.lm_head = tnn.Linear(c.n_embd, c.vocab_size, bias=False)
-        self.transformer.wte.weight = self.lm_head.weight
-
-    def forward(self, idx, targets=None):
-        pos = torch.arange(idx.size(1), device=idx.device)
-        x = self.transformer.wte(idx) + self.transformer.wpe(pos)
-        for block in self.transformer.h:
-            x = block(x)
-        logits = self.lm_head(self.transformer.ln_f(x))
-        if targets is None:
-            return logits, None
-        return logits, TF.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), ignore_index=-1)
 
 
 # ---- the two sides' models and steps ----
