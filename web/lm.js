@@ -3,7 +3,7 @@
 // continue a prompt, look at where each attention head looks, and download or load its weights.
 // Python and the GPU run in worker.js (web/lm_view.py); this is the page side.
 import uPlot from './uplot/uPlot.esm.js';
-import { $, codeKeys, printTo, saveFile, takeFile } from './ui.js';
+import { $, codeKeys, printTo, saveFile, statusLine, takeFile, trainControls } from './ui.js';
 
 // Model sizes, named on the page in words; the two smaller ones suit a software GPU.
 export const SIZES = {
@@ -158,18 +158,12 @@ export function lmView(send, initialHash) {
     post({ type: 'lm-configure', settings: modelSettings() });
   }
 
-  function setBusy(busy) {
-    for (const id of ['lm-train', 'lm-reset', 'lm-download', 'lm-upload', 'lm-generate', 'lm-run-code']) {
-      $(id).disabled = busy;
-    }
-    $('lm-pause').disabled = busy || !training;
-    $('lm-train').hidden = training;
-    $('lm-pause').hidden = !training;
-  }
+  const showBusy = trainControls('lm', ['lm-train', 'lm-reset', 'lm-download', 'lm-upload', 'lm-generate',
+                                        'lm-run-code']);
+  const setStatus = statusLine('lm-status');
 
-  function setStatus(text, kind = '') {
-    $('lm-status').textContent = text;
-    $('lm-status').className = `status ${kind}`;
+  function setBusy(busy) {
+    showBusy(busy, training);
   }
 
   // ---- the user's own text

@@ -2,7 +2,7 @@
 // test digits it gets wrong, draw a digit for it, and download or load its weights. Python and
 // the GPU run in worker.js (web/mnist_view.py); this is the page side.
 import uPlot from './uplot/uPlot.esm.js';
-import { $, saveFile, takeFile } from './ui.js';
+import { $, saveFile, statusLine, takeFile, trainControls } from './ui.js';
 
 export const MNIST_CHOICES = {
   model: ['mlp', 'cnn'],
@@ -81,16 +81,11 @@ export function mnistView(post, initialHash) {
     post({ type: 'mnist-configure', settings });
   }
 
-  function setBusy(busy) {
-    for (const id of ['mnist-train', 'mnist-reset', 'mnist-download', 'mnist-upload']) $(id).disabled = busy;
-    $('mnist-pause').disabled = busy || !training;
-    $('mnist-train').hidden = training;
-    $('mnist-pause').hidden = !training;
-  }
+  const showBusy = trainControls('mnist', ['mnist-train', 'mnist-reset', 'mnist-download', 'mnist-upload']);
+  const setStatus = statusLine('mnist-status');
 
-  function setStatus(text, kind = '') {
-    $('mnist-status').textContent = text;
-    $('mnist-status').className = `status ${kind}`;
+  function setBusy(busy) {
+    showBusy(busy, training);
   }
 
   // ---- training readouts

@@ -41,3 +41,21 @@ export function printTo(output, text, kind) {
   output.append(line);
   output.scrollTop = output.scrollHeight;
 }
+
+// A tab's status line: setStatus(text, kind) shows text styled by kind ('', 'error', ...).
+export function statusLine(id) {
+  return (text, kind = '') => {
+    $(id).textContent = text;
+    $(id).className = `status ${kind}`;
+  };
+}
+
+// A tab's Train/Pause toggle and the controls a busy worker disables: (busy, training) => ...
+export function trainControls(prefix, ids) {
+  return (busy, training) => {
+    for (const id of ids) $(id).disabled = busy;
+    $(`${prefix}-pause`).disabled = busy || !training;
+    $(`${prefix}-train`).hidden = training;
+    $(`${prefix}-pause`).hidden = !training;
+  };
+}
