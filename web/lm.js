@@ -3,7 +3,7 @@
 // continue a prompt, look at where each attention head looks, and download or load its weights.
 // Python and the GPU run in worker.js (web/lm_view.py); this is the page side.
 import uPlot from './uplot/uPlot.esm.js';
-import { $, codeKeys, printTo, saveFile, statusLine, takeFile, trainControls } from './ui.js';
+import { $, codeKeys, printTo, saveFile, showBusy, showStatus, takeFile } from './ui.js';
 
 // Model sizes, named on the page in words; the two smaller ones suit a software GPU.
 export const SIZES = {
@@ -158,12 +158,12 @@ export function lmView(send, initialHash) {
     post({ type: 'lm-configure', settings: modelSettings() });
   }
 
-  const showBusy = trainControls('lm', ['lm-train', 'lm-reset', 'lm-download', 'lm-upload', 'lm-generate',
-                                        'lm-run-code']);
-  const setStatus = statusLine('lm-status');
-
   function setBusy(busy) {
-    showBusy(busy, training);
+    showBusy('lm', ['lm-train', 'lm-reset', 'lm-download', 'lm-upload', 'lm-generate', 'lm-run-code'], busy, training);
+  }
+
+  function setStatus(text, kind) {
+    showStatus('lm-status', text, kind);
   }
 
   // ---- the user's own text

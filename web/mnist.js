@@ -2,7 +2,7 @@
 // test digits it gets wrong, draw a digit for it, and download or load its weights. Python and
 // the GPU run in worker.js (web/mnist_view.py); this is the page side.
 import uPlot from './uplot/uPlot.esm.js';
-import { $, saveFile, statusLine, takeFile, trainControls } from './ui.js';
+import { $, saveFile, showBusy, showStatus, takeFile } from './ui.js';
 
 export const MNIST_CHOICES = {
   model: ['mlp', 'cnn'],
@@ -81,11 +81,12 @@ export function mnistView(post, initialHash) {
     post({ type: 'mnist-configure', settings });
   }
 
-  const showBusy = trainControls('mnist', ['mnist-train', 'mnist-reset', 'mnist-download', 'mnist-upload']);
-  const setStatus = statusLine('mnist-status');
-
   function setBusy(busy) {
-    showBusy(busy, training);
+    showBusy('mnist', ['mnist-train', 'mnist-reset', 'mnist-download', 'mnist-upload'], busy, training);
+  }
+
+  function setStatus(text, kind) {
+    showStatus('mnist-status', text, kind);
   }
 
   // ---- training readouts

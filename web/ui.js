@@ -42,20 +42,17 @@ export function printTo(output, text, kind) {
   output.scrollTop = output.scrollHeight;
 }
 
-// A tab's status line: setStatus(text, kind) shows text styled by kind ('', 'error', ...).
-export function statusLine(id) {
-  return (text, kind = '') => {
-    $(id).textContent = text;
-    $(id).className = `status ${kind}`;
-  };
+// A tab's status line shows text styled by kind ('', 'error', ...).
+export function showStatus(id, text, kind = '') {
+  $(id).textContent = text;
+  $(id).className = `status ${kind}`;
 }
 
-// A tab's Train/Pause toggle and the controls a busy worker disables: (busy, training) => ...
-export function trainControls(prefix, ids) {
-  return (busy, training) => {
-    for (const id of ids) $(id).disabled = busy;
-    $(`${prefix}-pause`).disabled = busy || !training;
-    $(`${prefix}-train`).hidden = training;
-    $(`${prefix}-pause`).hidden = !training;
-  };
+// A tab's Train/Pause toggle (`${prefix}-train`, `${prefix}-pause`), and the controls (ids) a busy
+// worker disables.
+export function showBusy(prefix, ids, busy, training) {
+  for (const id of ids) $(id).disabled = busy;
+  $(`${prefix}-pause`).disabled = busy || !training;
+  $(`${prefix}-train`).hidden = training;
+  $(`${prefix}-pause`).hidden = !training;
 }
