@@ -76,7 +76,7 @@ def synchronize(device_name="webgpu"):
     get_backend(device_name).sync()
 
 
-from . import data, io, linalg, nn, optim  # noqa: E402  (they build on the names above)
+from . import data, io, linalg, nn, optim, profiler  # noqa: E402  (they build on the names above)
 from . import utils  # noqa: E402  (torch.utils.data as webgrad.utils.data)
 from .io import load, save  # noqa: E402
 from .capture import jit  # noqa: E402

@@ -11,7 +11,7 @@ import re
 import wgpu
 from wgpu.backends.wgpu_native._ffi import ffi as _ffi, lib as _lib
 
-from .runtime import PARAMS_BYTES, RAISED_LIMITS, REPORTED_LIMITS, DeviceLost
+from .runtime import OPTIONAL_FEATURES, PARAMS_BYTES, RAISED_LIMITS, REPORTED_LIMITS, DeviceLost
 
 _BUFFER_TYPES = {"read": wgpu.BufferBindingType.read_only_storage, "read_write": wgpu.BufferBindingType.storage}
 
@@ -58,8 +58,10 @@ class NativeDriver:
             raise RuntimeError(f"{_NO_ADAPTER}\n(wgpu: {e})") from e
         if adapter is None:
             raise RuntimeError(_NO_ADAPTER)
+        self.features = frozenset(f for f in OPTIONAL_FEATURES if f in adapter.features)
         self._device = adapter.request_device_sync(
-            label="webgrad", required_limits={_wgpu_name(k): adapter.limits[_wgpu_name(k)] for k in RAISED_LIMITS}
+            label="webgrad", required_features=sorted(self.features),
+            required_limits={_wgpu_name(k): adapter.limits[_wgpu_name(k)] for k in RAISED_LIMITS},
         )
         self._queue = self._device.queue
 
@@ -174,13 +176,30 @@ class NativeDriver:
         return self._device.create_bind_group(layout=self._layout_of[pipeline_handle], entries=entries)
 
     @_on_device
-    def submit(self, params, new_bind_groups, dispatches):
+    def submit(self, params, new_bind_groups, dispatches, timed=False):
         for group, pipeline_handle, buffer_handles in new_bind_groups:
             self._bind_groups[group] = self._bind_group(pipeline_handle, buffer_handles)
         self._queue.write_buffer(self._arena, 0, params)
-
         encoder = self._device.create_command_encoder()
-        cpass = encoder.begin_compute_pass()
+        if not timed:
+            self._encode(encoder.begin_compute_pass(), dispatches)
+            self._queue.submit([encoder.finish()])
+            return None
+        # Timed: each dispatch in a pass of its own that writes a timestamp as it begins and ends.
+        count = 2 * len(dispatches)
+        queries = self._device.create_query_set(type=wgpu.QueryType.timestamp, count=count)
+        for i, one in enumerate(dispatches):
+            self._encode(encoder.begin_compute_pass(timestamp_writes={
+                "query_set": queries, "beginning_of_pass_write_index": 2 * i, "end_of_pass_write_index": 2 * i + 1,
+            }), [one])
+        resolved = self._device.create_buffer(size=8 * count,
+                                              usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+        encoder.resolve_query_set(queries, 0, count, resolved, 0)
+        self._queue.submit([encoder.finish()])
+        stamps = self._queue.read_buffer(resolved).cast("Q")
+        return [stamps[2 * i + 1] - stamps[2 * i] for i in range(len(dispatches))]
+
+    def _encode(self, cpass, dispatches):
         # The pass is encoded through wgpu-native's C functions directly: wgpu-py's wrappers cost
         # ~3 us a call in error bookkeeping, most of a small step's time. The runtime only builds
         # valid dispatches; anything wrong still surfaces at encoder.finish() and queue.submit().
@@ -197,7 +216,6 @@ class NativeDriver:
             set_bind_group(pass_ptr, 0, bind_groups[group]._internal, 1, offset)
             dispatch(pass_ptr, x, y, z)
         cpass.end()
-        self._queue.submit([encoder.finish()])
 
     @_on_device
     def sync(self):

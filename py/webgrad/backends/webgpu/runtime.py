@@ -19,10 +19,12 @@ decides nothing; GPU objects stay on its side, named by the integer handles and 
     create_pipeline(label, wgsl, entry, bindings) -> handle   bindings: "read" | "read_write" each
     create_arena(size)                                 the params arena, replacing the last one
     forget_bind_groups()                               drop every bind group
-    submit(params, new_bind_groups, dispatches)        first make the new bind groups, each
+    features                                           the OPTIONAL_FEATURES the device was granted
+    submit(params, new_bind_groups, dispatches, timed=False)   first make the new bind groups, each
         (id, pipeline handle whose layout it has, buffer handles); then upload params at the
         arena's start and run the dispatches, each (pipeline, bind group id, params offset,
-        (x, y, z)), in one compute pass and one submit
+        (x, y, z)), in one compute pass and one submit. timed (only with "timestamp-query"):
+        each in a pass of its own, waited for; returns each one's GPU nanoseconds
     sync()                                             wait for the submitted work
 """
 import functools
@@ -45,6 +47,9 @@ RAISED_LIMITS = (
     "max_compute_workgroup_size_x",
     "max_compute_workgroup_size_y",
 )
+# Optional WebGPU features asked for where the adapter has them (driver.features: those granted).
+# timestamp-query: the profiler's GPU times (webgrad.profiler).
+OPTIONAL_FEATURES = ("timestamp-query",)
 # What the runtime and the kernels read of the device's limits: the raised ones and two defaults.
 REPORTED_LIMITS = RAISED_LIMITS + ("max_compute_workgroups_per_dimension", "min_storage_buffer_offset_alignment")
 # A queue this long is submitted without waiting for a read, so the GPU works while Python queues
@@ -108,6 +113,17 @@ def _size_class(nbytes):
     return (nbytes + quarter - 1) // quarter * quarter
 
 
+def _kernel_name(key, entry):
+    """A pipeline's name in the profiler's table: its family, what it computes where the key's next
+    part names it (map's op, reduce's), and its entry point unless that is main."""
+    parts = [key[0]]
+    if len(key) > 1 and isinstance(key[1], str) and key[1] != entry:
+        parts.append(key[1])
+    if entry != "main":
+        parts.append(entry)
+    return ".".join(parts)
+
+
 class Storage:
     """A pooled GPU buffer; it goes back to the pool when the last tensor using it dies."""
     __slots__ = ("handle", "nbytes", "runtime", "__weakref__")
@@ -148,6 +164,8 @@ class Runtime:
         self._params = bytearray()
         self._recording = None
         self._layout_of = {}               # pipeline -> its bindings: kernels of one layout share bind groups
+        self.kernel_names = {}             # pipeline -> (kernel's name, its family): the profiler's rows
+        self.profiler = None               # a webgrad.profiler.profile while one is open: it submits
         self.bind_groups = BindGroups()
         self._arena_bytes = ARENA_MIN_BYTES
         driver.create_arena(ARENA_MIN_BYTES)
@@ -243,6 +261,7 @@ class Runtime:
                 raise RuntimeError(f"webgpu: kernel {key} (shaders/{key[0]}.wgsl, entry point '{entry}') "
                                    f"failed to compile:\n{e}") from None
             self._pipelines[key] = handle
+            self.kernel_names[handle] = (_kernel_name(key, entry), key[0])
             self._layout_of[handle] = tuple(bindings)
         return handle
 
@@ -299,7 +318,8 @@ class Runtime:
 
     def flush(self):
         if self._queue:
-            self.driver.submit(bytes(self._params), self.bind_groups.take_new(), self._queue)
+            submit = self.driver.submit if self.profiler is None else self.profiler.submit
+            submit(bytes(self._params), self.bind_groups.take_new(), self._queue)
             self._queue = []
             self._params = bytearray()
             if len(self.bind_groups) > self.bind_groups.kept:
