@@ -42,6 +42,7 @@ from webgrad.data.text import TextData
 from webgrad.nn import functional as F
 
 from conv import timed
+from torch_graph import cuda_graph_step
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 from torch_gpt import TorchGPT
@@ -108,33 +109,6 @@ def torch_step(model, opt, data, offsets, clip=0.0):
     return step
 
 
-def torch_graph_step(model, opt, data, offsets):
-    """The step captured as one CUDA graph (PyTorch's recipe: warm up on a side stream, gradients
-    set to None, capture forward + backward + optimizer step); each call copies its offsets into
-    the captured input and replays."""
-    static = offsets[0].clone()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for i in range(3):
-            opt.zero_grad(set_to_none=True)
-            torch_loss(model, data, offsets[i]).backward()
-            opt.step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    opt.zero_grad(set_to_none=True)
-    with torch.cuda.graph(graph):
-        loss = torch_loss(model, data, static)
-        loss.backward()
-        opt.step()
-
-    def step(i):
-        static.copy_(offsets[i % offsets.shape[0]])
-        graph.replay()
-        return loss
-    return step
-
-
 # ---- 1: training throughput ----
 def tokens_per_second(step, tokens, seconds):
     step(0).item()
@@ -165,7 +139,8 @@ def training_table(configs, rounds, seconds):
                  "webgrad jit": webgrad_step(jit_model, jit_opt, data, offsets, jit=True),
                  "torch eager": torch_step(theirs, topt, tdata, toffsets)}
         if TORCH_DEVICE == "cuda":
-            steps["CUDA graph"] = torch_graph_step(*torch_model(jit_model, capturable=True), tdata, toffsets)
+            graph_model, graph_opt = torch_model(jit_model, capturable=True)
+            steps["CUDA graph"] = cuda_graph_step(lambda off: torch_loss(graph_model, tdata, off), graph_opt, toffsets)
         losses = steps["webgrad eager"](0).item(), steps["torch eager"](0).item()   # both from the start
         params = model.get_num_params()
         print(f"{name}: {n_layer} layers, {n_head} heads, {n_embd} wide, block {block}, batch {batch}: "

@@ -63,26 +63,32 @@ def webgrad_throughput(model_name, device, batch_size, seconds, max_steps, warmu
     return steps * batch_size / (time.perf_counter() - start), steps
 
 
-def torch_throughput(model_name, device, batch_size, seconds, max_steps, warmup=2):
+def torch_throughput(model_name, device, batch_size, seconds, max_steps, warmup=2, graph=False):
+    """PyTorch's images per second on the same step; graph: the step captured once as a CUDA graph
+    and replayed (CUDA only), the peer of wg.jit."""
     import numpy as np
     import torch
+    from torch_graph import cuda_graph_step
     torch.manual_seed(0)
     data = wg.data.mnist("train", device="cpu", limit=batch_size * (max_steps + warmup))
     x_all, y_all = data[:]
     x_all = torch.from_numpy(x_all.numpy()).to(device)
     y_all = torch.from_numpy(y_all.numpy().astype(np.int64)).to(device)
     model = nn.torch_equivalent(nn.MODELS[model_name]()).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    order = torch.randperm(len(y_all), device=device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=graph)
+    batches = len(y_all) // batch_size   # epoch after epoch, like the webgrad loader
+    windows = torch.randperm(len(y_all), device=device)[:batches * batch_size].view(batches, batch_size)
 
-    def step(i):
-        i %= len(y_all) // batch_size   # epoch after epoch, like the webgrad loader
-        idx = order[i * batch_size:(i + 1) * batch_size]
-        loss = torch.nn.functional.cross_entropy(model(x_all[idx]), y_all[idx])
+    def loss_of(idx):
+        return torch.nn.functional.cross_entropy(model(x_all[idx]), y_all[idx])
+
+    def eager_step(i):
+        loss = loss_of(windows[i % batches])
         opt.zero_grad()
         loss.backward()
         opt.step()
         return loss
+    step = cuda_graph_step(loss_of, opt, windows) if graph else eager_step
 
     for i in range(warmup):
         step(i).item()
@@ -121,8 +127,10 @@ def throughput_table(models, devices, batch_size, seconds, max_steps, rounds):
     print(f"webgpu adapter: {adapter_name()}; PyTorch {torch.__version__}, {torch.get_num_threads()} CPU threads, "
           f"CUDA {'yes: ' + torch.cuda.get_device_name() if torch.cuda.is_available() else 'no'}")
     print(f"training throughput, batch {batch_size}, Adam (images/s, the best of {rounds} rounds taken in turn "
-          f"with PyTorch's, so both see the same machine; ratio = webgrad / PyTorch)")
-    print(f"{'model':6s} {'device':10s} {'webgrad':>10s} {'steps':>6s}   {'torch dev':9s} {'PyTorch':>10s} {'ratio':>7s}")
+          f"with PyTorch's, so both see the same machine; ratio = webgrad / PyTorch eager, and / PyTorch's "
+          f"CUDA-graph replay of the step where CUDA is there)")
+    print(f"{'model':6s} {'device':10s} {'webgrad':>10s} {'steps':>6s}   {'torch dev':9s} {'PyTorch':>10s} {'ratio':>7s}"
+          f" {'CUDA graph':>11s} {'ratio':>7s}")
     rows = []
     cache = {}
     for name in models:
@@ -130,15 +138,20 @@ def throughput_table(models, devices, batch_size, seconds, max_steps, rounds):
             jit = device.endswith("+jit")
             device = device.removesuffix("+jit")
             tdev = torch_device_for(device)
+            peers = [False, True] if tdev == "cuda" else [False]
             ours = steps = 0
             for _ in range(rounds):
                 speed, steps = webgrad_throughput(name, device, batch_size, seconds, max_steps, jit=jit)
                 ours = max(ours, speed)
-                if len(cache.setdefault((name, tdev), [])) < rounds:
-                    cache[name, tdev].append(torch_throughput(name, tdev, batch_size, seconds, max_steps)[0])
-            theirs = max(cache[name, tdev])
-            rows.append((name, device + "+jit" * jit, ours, tdev, theirs))
-            print(f"{name:6s} {device + '+jit' * jit:10s} {ours:10.1f} {steps:6d}   {tdev:9s} {theirs:10.1f} {ours / theirs:7.3f}",
+                for graph in peers:
+                    if len(cache.setdefault((name, tdev, graph), [])) < rounds:
+                        cache[name, tdev, graph].append(
+                            torch_throughput(name, tdev, batch_size, seconds, max_steps, graph=graph)[0])
+            theirs = max(cache[name, tdev, False])
+            graph = max(cache[name, tdev, True]) if tdev == "cuda" else None
+            rows.append((name, device + "+jit" * jit, ours, tdev, theirs, graph))
+            print(f"{name:6s} {device + '+jit' * jit:10s} {ours:10.1f} {steps:6d}   {tdev:9s} {theirs:10.1f} "
+                  f"{ours / theirs:7.3f} " + (f"{graph:11.1f} {ours / graph:7.3f}" if graph else f"{'n/a':>11s}"),
                   flush=True)
     return rows
 
