@@ -7,8 +7,10 @@
 // rows are TM/4 runs of 4 (run g starts at g*WY*4 + ty*4), its columns likewise, so neighbouring
 // threads read neighbouring 16-byte words: no bank conflicts. Tile sizes and the load order
 // (along K, or along M / N, whichever of an operand's strides is 1) are filled in per kernel, and
-// so are the loads: an operand that is contiguous along K (A) or N (B) with every offset and stride
-// a multiple of 4 is bound as vec4s and read 16 bytes at a time ("wide"); others a float at a time.
+// so are the loads: an operand that is contiguous along the dim it is staged by, with every other
+// stride and its offset a multiple of 4, is bound as vec4s and read 16 bytes at a time ("wide":
+// a transposed view such as Linear's weight or a weight gradient's activations too); others a
+// float at a time.
 // Besides strided views, A may have a K made of two dims and B may be a convolution's windows
 // (implicit im2col, padding read as zeros): see kernels/matmul.py's MatmulOperand.
 // Split K: with S splits, workgroup z = split * batches + batch sums the split's K range into
@@ -29,13 +31,16 @@ const BM: u32 = WY * TM;
 const BN: u32 = WX * TN;
 const THREADS: u32 = WX * WY;
 
-// Staged slices, [k][m] and [k][n] in runs of 4; each k's row is padded by one vec4 so that
-// threads storing along K hit different banks. Two of each: step t fills one half while slower
-// threads may still read the other for step t - BK, so one barrier per step is enough.
+// Staged slices, [half][k][m] and [half][k][n] in runs of 4; each k's row is padded by one vec4 so
+// that threads storing along K hit different banks. Two halves: step t fills one while slower
+// threads may still read the other for step t - BK, so one barrier per step is enough. Arrays of
+// arrays rather than one flat index: the inner index of a thread's reads is the same at every k
+// and the k is a constant where unrolled, so the bounds checks naga puts on each workgroup-array
+// index are hoisted or dropped instead of costing integer work on every read.
 const ROW_A: u32 = BM / 4u + 1u;
 const ROW_B: u32 = BN / 4u + 1u;
-var<workgroup> tile_a: array<vec4<f32>, 2u * BK * ROW_A>;
-var<workgroup> tile_b: array<vec4<f32>, 2u * BK * ROW_B>;
+var<workgroup> tile_a: array<array<array<vec4<f32>, ROW_A>, BK>, 2>;
+var<workgroup> tile_b: array<array<array<vec4<f32>, ROW_B>, BK>, 2>;
 
 {{loaders}}
 
@@ -67,8 +72,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     // Step t's slices are in registers before step t starts, so their loads overlap step t - BK.
 {{load_first}}
     for (var t = k0; t < k; t += BK) {
-        let half_a = (t / BK) % 2u * BK * ROW_A;
-        let half_b = (t / BK) % 2u * BK * ROW_B;
+        let half = (t / BK) % 2u;
 {{stage}}
         workgroupBarrier();
         if (t + BK < k) {

@@ -95,13 +95,14 @@ def test_matmul_webgpu_matches_cpu_exactly_enough():
     assert_close(gpu, cpu, atol=1e-5, rtol=1e-5, what="webgpu vs cpu matmul")
 
 
-@pytest.mark.parametrize("tiles", [(16, 16, 8, 8, 8), (16, 16, 4, 4, 16), (8, 8, 4, 4, 16), (16, 16, 8, 16, 8)], ids=str)
+@pytest.mark.parametrize("tiles", [(16, 16, 8, 8, 8), (16, 8, 8, 8, 8), (8, 16, 8, 8, 8), (16, 16, 4, 4, 16),
+                                   (8, 8, 4, 4, 16), (16, 16, 8, 16, 8)], ids=str)
 @pytest.mark.parametrize("layout", ["a @ b", "a.T @ b", "a @ b.T", "a.T @ b.T"])
 @pytest.mark.parametrize("sizes", ["any", "multiples of 4"])
 def test_matmul_every_tile_size_and_layout(tiles, layout, sizes, monkeypatch):
     """Every tile configuration the adapter may pick, on sizes that leave partial tiles at each
     edge, with each operand staged along its contiguous dim; multiples of 4 take the vec4 loads
-    where the layout allows them."""
+    (along K, or along M / N for the transposed views)."""
     from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
     monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda m, n, batch, is_software, workgroup_limit: matmul_kernels.MatmulTiles(*tiles))
     m, k, n = (int(v) * (4 if sizes != "any" else 1) for v in rng().integers(1, 50 if sizes != "any" else 200, size=3))
@@ -120,6 +121,27 @@ def test_matmul_vec4_loads_only_where_rows_stay_aligned(device):
     for da, db in [(0, 0), (1, 0), (0, 2), (2, 1)]:
         x, y = wg_tensor(a, device)[:, da:da + 64], wg_tensor(b, device)[:, db:db + 40]
         assert_close((x @ y).numpy(), a[:, da:da + 64].astype(np.float64) @ b[:, db:db + 40], atol=1e-4, rtol=1e-4)
+    # transposed views, read along M (a.T) and K (b.T): the same, with the rows of the storage
+    at, bt = randn(3, 64, 38), randn(3, 44, 66)
+    for da, db in [(0, 0), (1, 0), (0, 2), (2, 1)]:
+        x = wg_tensor(at, device)[:, :, da:da + 36].mT
+        y = wg_tensor(bt, device)[:, :40, db:db + 64].mT
+        expected = at[:, :, da:da + 36].transpose(0, 2, 1).astype(np.float64) @ bt[:, :40, db:db + 64].transpose(0, 2, 1)
+        assert_close((x @ y).numpy(), expected, atol=1e-4, rtol=1e-4, what=f"offsets {da}, {db}")
+
+
+def test_matmul_views_of_one_shape_at_other_offsets(device):
+    """A product is planned once per layout of its operands and bias (shape, strides, offset): views
+    of one shape at other offsets and with other strides must each get their own plan."""
+    from webgrad.ops.matmul import matmul_with_bias
+    a, b, bias = randn(2, 40, 24), randn(24, 48), randn(40)
+    x, y, z = wg_tensor(a, device), wg_tensor(b, device), wg_tensor(bias, device)
+    for i, j in [(0, 0), (1, 0), (0, 4), (1, 8), (0, 0)]:
+        out = matmul_with_bias(x[i, j:j + 32, :20], y[4:, 8:], z[j:j + 32], bias_dim=-2)
+        assert_close(out.numpy(), a[i, j:j + 32, :20].astype(np.float64) @ b[4:, 8:] + bias[j:j + 32, None],
+                     atol=1e-4, rtol=1e-4, what=f"rows from {j} of batch {i}")
+        out = x[i, j:j + 32, :20].T @ y.T[8:40, j:j + 20]   # both read through transposed views
+        assert_close(out.numpy(), a[i, j:j + 32, :20].T.astype(np.float64) @ b.T[8:40, j:j + 20], atol=1e-4, rtol=1e-4)
 
 
 def test_matmul_with_a_long_inner_dimension(device):
@@ -131,10 +153,14 @@ def test_matmul_with_a_long_inner_dimension(device):
 
 def test_tile_choice_fits_the_adapter_for_any_shape():
     from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
-    for m, n, batch in [(1, 1, 1), (1, 5000, 1), (3000, 2, 1), (64, 196, 128), (4096, 4096, 1), (0, 7, 3)]:
+    for m, n, batch in [(1, 1, 1), (1, 5000, 1), (3000, 2, 1), (64, 196, 128), (4096, 4096, 1), (0, 7, 3),
+                        (1152, 384, 1), (384, 1536, 1)]:
         for limit in (16384, 49152):
             tiles = matmul_kernels.matmul_tiles(m, n, batch, False, limit)
             assert tiles.workgroup_bytes <= limit and tiles.wx * tiles.wy <= 256, (m, n, batch, limit, tiles)
+            # a tile's long side along the output's long side
+            rows, cols = tiles.wy * tiles.tm, tiles.wx * tiles.tn
+            assert rows == cols or (rows > cols) == (m > n), (m, n, tiles)
     assert matmul_kernels.matmul_tiles(4096, 4096, 1, True) == matmul_kernels.matmul_tiles(1, 1, 1, True)   # software: one size
 
 
@@ -195,12 +221,15 @@ def test_matmul_split_along_k_as_on_a_gpu(tiles, layout, monkeypatch):
 def test_matmul_splits_k_only_where_the_output_is_small():
     from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
     for m, n, k, batch in [(128, 128, 784, 1), (128, 10, 128, 1), (4096, 4096, 4096, 1), (32, 144, 25088, 1),
-                           (64, 196, 288, 128), (5, 5, 30, 1)]:
+                           (64, 196, 288, 128), (5, 5, 30, 1), (1152, 384, 16384, 1), (1024, 1024, 1024, 1)]:
         tiles = matmul_kernels.matmul_tiles(m, n, batch, False)
         splits = matmul_kernels.matmul_splits(m, n, k, batch, tiles, False)
         groups = -(-m // (tiles.wy * tiles.tm)) * -(-n // (tiles.wx * tiles.tn)) * batch
         assert 1 <= splits <= matmul_kernels.MATMUL_MAX_SPLITS
-        assert splits == 1 or (groups < matmul_kernels.MATMUL_GROUPS and k // splits >= matmul_kernels.MATMUL_MIN_SPLIT_K)
-        if groups >= matmul_kernels.MATMUL_GROUPS or k < matmul_kernels.MATMUL_SPLIT_FROM_K:
+        assert splits == 1 or (groups < matmul_kernels.MATMUL_SPLIT_BELOW and k // splits >= matmul_kernels.MATMUL_MIN_SPLIT_K)
+        if groups >= matmul_kernels.MATMUL_SPLIT_BELOW or k < matmul_kernels.MATMUL_SPLIT_FROM_K:
             assert splits == 1, (m, n, k, batch)
+        else:
+            assert splits > 1 and (splits == k // matmul_kernels.MATMUL_MIN_SPLIT_K
+                                   or groups * splits >= matmul_kernels.MATMUL_GROUPS), (m, n, k, batch, splits)
     assert matmul_kernels.matmul_splits(3, 5, 40_000, 1, matmul_kernels.matmul_tiles(3, 5, 1, True), True) == 3   # software: short loops

@@ -2,6 +2,8 @@
 dims broadcast. The backend multiplies (*B, M, K) @ (*B, K, N) with any strides, so the
 transposes in the backward pass are free views. Linear and conv2d add their bias in the same
 kernel (matmul_with_bias): one dispatch fewer each, and no pass over the output."""
+import math
+
 from ..autograd import Function
 from .movement import broadcast_shapes
 from .._tensor import Tensor
@@ -59,19 +61,28 @@ def matmul_with_bias(a, b, bias=None, bias_dim=-1):
     if a.shape[-1] != b.shape[-2]:
         raise RuntimeError(f"matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied "
                            f"({a.shape[-1]} != {b.shape[-2]})")
-    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    a = a.expand(batch + a.shape[-2:])
-    b = b.expand(batch + b.shape[-2:])
-    if bias is None:
-        out = _MatMul.apply(a, b)
+    if a.ndim > 2 and b.ndim == 2 and bias_dim == -1:
+        # As torch.matmul: a stack of rows times one matrix is one product of all the rows, so a
+        # Linear on (B, T, C) gets its weight gradient as one product over K = B*T, not as B
+        # products and a sum over B copies of the gradient.
+        rows = a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
+        out = _product(rows, b, bias, bias_dim).view(*a.shape[:-1], b.shape[-1])
     else:
-        along = (a.shape[-2], b.shape[-1])[bias_dim + 2]
-        if bias.shape != (along,) or bias.device != a.device or bias.dtype is not a.dtype:
-            raise RuntimeError(f"matmul: a bias for {'columns' if bias_dim == -1 else 'rows'} of the "
-                               f"{tuple(a.shape[:-1]) + (b.shape[-1],)} product must be a {a.dtype.name} "
-                               f"tensor of shape ({along},) on {a.device}, got {bias.dtype.name} "
-                               f"{tuple(bias.shape)} on {bias.device}")
-        out = _MatMul.apply(a, b, bias, bias_dim)
+        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        out = _product(a.expand(batch + a.shape[-2:]), b.expand(batch + b.shape[-2:]), bias, bias_dim)
     for dim in squeeze:
         out = out.squeeze(dim if dim == -1 or len(squeeze) == 1 else -1)
     return out
+
+
+def _product(a, b, bias, bias_dim):
+    """(*B, M, K) @ (*B, K, N) of operands already broadcast, with matmul_with_bias's bias."""
+    if bias is None:
+        return _MatMul.apply(a, b)
+    along = (a.shape[-2], b.shape[-1])[bias_dim + 2]
+    if bias.shape != (along,) or bias.device != a.device or bias.dtype is not a.dtype:
+        raise RuntimeError(f"matmul: a bias for {'columns' if bias_dim == -1 else 'rows'} of the "
+                           f"{tuple(a.shape[:-1]) + (b.shape[-1],)} product must be a {a.dtype.name} "
+                           f"tensor of shape ({along},) on {a.device}, got {bias.dtype.name} "
+                           f"{tuple(bias.shape)} on {bias.device}")
+    return _MatMul.apply(a, b, bias, bias_dim)

@@ -11,15 +11,21 @@ from .params import ParamBlock, i32, u32
 # The longest inner dimension one matmul workgroup walks on a software adapter, whose shader loops
 # stop after ~65535 iterations (longer products split K).
 SOFTWARE_MATMUL_K = 16384
-# On a GPU, a product with fewer output tiles than this and a K of at least MATMUL_SPLIT_FROM_K
-# splits K (at least MATMUL_MIN_SPLIT_K each) until it has about as many workgroups: the MLP's
-# 128x784 @ 784x128 has 16 tiles of 32x32, so one dispatch would leave most of the GPU idle while
-# each tile walks all of K. A shorter K is not worth the dispatch that sums the pieces (~10 us).
+# On a GPU, a product with fewer output tiles than MATMUL_SPLIT_BELOW and a K of at least
+# MATMUL_SPLIT_FROM_K splits K (at least MATMUL_MIN_SPLIT_K each) until it has about MATMUL_GROUPS
+# workgroups: the MLP's 128x784 @ 784x512 has 64 tiles of 32x32 (H100: 61 us whole, 28 us in 4
+# pieces plus their sum), and the GPT's weight gradient 1152x384 out of K = 16,384 has 54 tiles
+# of 128x64 each walking all of K. A shorter K is not worth the dispatch that sums the pieces
+# (~10 us), nor are 128 tiles (1024^3) the extra pass.
 MATMUL_GROUPS = 256
+MATMUL_SPLIT_BELOW = 128
 MATMUL_SPLIT_FROM_K = 512
 MATMUL_MIN_SPLIT_K = 64
 # At most this many pieces (a conv's weight gradient, 16x9 outputs over a K of 100k, takes them all).
 MATMUL_MAX_SPLITS = 256
+# Operand layouts and products planned (_strided_layout, _plan) and kept; past this many the least
+# recently used go.
+MATMUL_PLANS_KEPT = 512
 
 
 class MatmulTiles(collections.namedtuple("MatmulTiles", "wx wy tm tn bk")):
@@ -31,19 +37,22 @@ class MatmulTiles(collections.namedtuple("MatmulTiles", "wx wy tm tn bk")):
         return 2 * self.bk * (self.wy * self.tm // 4 + 1 + self.wx * self.tn // 4 + 1) * 16
 
 
-# Measured on an H100 over Vulkan (bench/matmul.py --sweep, bench/NOTES.md): the largest output
-# tile that still gives the GPU enough work (outputs over all batches), and wastes at most half a
-# tile on each matrix's edges.
-_MATMUL_BY_SIZE = ((128 * 128 * 64, MatmulTiles(16, 16, 8, 8, 8)),
-                   (64 * 64 * 64, MatmulTiles(16, 16, 4, 4, 16)),
-                   (0, MatmulTiles(8, 8, 4, 4, 16)))
+# Measured on an H100 over Vulkan (bench/matmul.py --sweep, bench/NOTES.md): by outputs over all
+# batches, the largest output tile that still gives the GPU enough work and wastes at most half a
+# tile on each matrix's edges; the middle size's long side follows the output's (M > N: 128 x 64).
+# It and the smallest fit WebGPU's default 16 KiB of workgroup memory, the largest does not.
+_MATMUL_BY_SIZE = ((2048 * 2048, MatmulTiles(16, 16, 8, 8, 8)),    # 128 x 128
+                   (384 * 1024, MatmulTiles(16, 8, 8, 8, 8)),      # 64 x 128
+                   (0, MatmulTiles(8, 8, 4, 4, 16)))               # 32 x 32
 _MATMUL_SOFTWARE = MatmulTiles(8, 8, 4, 4, 16)   # a CPU rasterizer: few workgroups run at once
 
 
 def matmul_tiles(m, n, batch, is_software, workgroup_limit=16384):
     if is_software:
         return _MATMUL_SOFTWARE
-    fits = (tiles for least, tiles in _MATMUL_BY_SIZE
+    oriented = ((least, tiles if m <= n else tiles._replace(wx=tiles.wy, wy=tiles.wx, tm=tiles.tn, tn=tiles.tm))
+                for least, tiles in _MATMUL_BY_SIZE)
+    fits = (tiles for least, tiles in oriented
             if batch * m * n >= least and tiles.workgroup_bytes <= workgroup_limit
             and 2 * m >= tiles.wy * tiles.tm and 2 * n >= tiles.wx * tiles.tn)
     return next(fits, _MATMUL_BY_SIZE[-1][1])
@@ -53,9 +62,9 @@ def matmul_splits(m, n, k, batch, tiles, is_software):
     """How many pieces of K one product is split into (see shaders/matmul.wgsl)."""
     if is_software:
         return -(-k // SOFTWARE_MATMUL_K)
-    if k < MATMUL_SPLIT_FROM_K:
-        return 1
     workgroups = groups(m, tiles.wy * tiles.tm) * groups(n, tiles.wx * tiles.tn) * batch
+    if k < MATMUL_SPLIT_FROM_K or workgroups >= MATMUL_SPLIT_BELOW:
+        return 1
     return max(1, min(-(-MATMUL_GROUPS // workgroups), k // MATMUL_MIN_SPLIT_K, MATMUL_MAX_SPLITS))
 
 
@@ -69,8 +78,10 @@ class MatmulOperand(collections.namedtuple("MatmulOperand", "storage form along_
         moving the address (c) or a row y / column x of the (H, W) image; outside it reads zero
         (padding). The first window's corner is (y0, x0); steps may be negative.
     The sizes in a form are constants in the kernel: dividing by them is then cheap.
-    along_k: stage along K (consecutive threads load consecutive k); wide: aligned for vec4 loads;
-    batch_strides: where each batch index moves the operand."""
+    along_k: stage along K (consecutive threads load consecutive k); wide: read as vec4s along the
+    staging order (along K, or along M / N), which needs that dim contiguous, a multiple of 4 long,
+    and every other stride and the offset multiples of 4; batch_strides: where each batch index
+    moves the operand."""
 
 
 OPERAND_FIELDS = {
@@ -104,12 +115,18 @@ def _words_of_4(*positions):
 
 def _strided_operand(t, side):
     """A strided view as operand "a" (..., M, K) or "b" (..., K, N), staged along its contiguous dim."""
-    *_, rows, cols = t.shape
-    along_k = t.strides[-1] <= t.strides[-2] if side == "a" else t.strides[-2] < t.strides[-1]
-    wide = t.strides[-1] == 1 and cols % 4 == 0 and _words_of_4(t.offset, *t.strides[:-1])
-    return MatmulOperand(t.storage, "strided", along_k, wide,
-                         {"offset": t.offset, "row_stride": t.strides[-2], "col_stride": t.strides[-1]},
-                         t.strides[:-2])
+    return MatmulOperand(t.storage, *_strided_layout(t.shape, t.strides, t.offset, side))
+
+
+@functools.lru_cache(maxsize=MATMUL_PLANS_KEPT)
+def _strided_layout(shape, strides, offset, side):
+    """MatmulOperand's fields after storage, for _strided_operand (views of a shape recur)."""
+    along_k = strides[-1] <= strides[-2] if side == "a" else strides[-2] < strides[-1]
+    staged = len(shape) - (1 if along_k == (side == "a") else 2)   # the dim consecutive threads walk
+    others = (stride for d, stride in enumerate(strides) if d != staged)
+    wide = strides[staged] == 1 and shape[staged] % 4 == 0 and _words_of_4(offset, *others)
+    fields = {"offset": offset, "row_stride": strides[-2], "col_stride": strides[-1]}
+    return "strided", along_k, wide, fields, strides[:-2]
 
 
 # Per operand of shaders/matmul.wgsl: its staged slice's rows and columns, the global row and
@@ -121,15 +138,19 @@ _MATMUL_OPERANDS = {"a": ("BM", "BK", "row0 + s.x", "t + s.y", "m", "k"),
 def _tile_loader(x, form, cols_fast, wide):
     """WGSL for operand x: {x}_slot, thread tid's l-th position in the staged slice (row, col;
     consecutive threads walk the columns when cols_fast, else the rows; wide: the first of 4
-    columns, a multiple of 4 in number), and load_{x}, the value there, zero past the edges."""
+    columns, or rows, along that walk, a multiple of 4 in number), and load_{x}, the value there,
+    zero past the edges."""
     rows, cols, r, c, r_end, c_end = _MATMUL_OPERANDS[x]
     f = f"params.{x}_"   # this operand's fields
     kind, zero = ("vec4<f32>", "vec4<f32>()") if wide else ("f32", "0.0")
     inside = [f"r < {r_end}", f"c < {c_end}"]
     row, col = f"min(r, {r_end} - 1u)", f"min(c, {c_end} - 1u)"
-    if wide:
+    if wide and cols_fast:
         slot = f"vec2(i / ({cols} / 4u), i % ({cols} / 4u) * 4u)"
         body = [f"let at_rc = (at + {row} * {f}row_stride + min(c, {c_end} - 4u)) / 4u;"]
+    elif wide:
+        slot = f"vec2(i % ({rows} / 4u) * 4u, i / ({rows} / 4u))"
+        body = [f"let at_rc = (at + min(r, {r_end} - 4u) + {col} * {f}col_stride) / 4u;"]
     else:
         slot = f"vec2(i / {cols}, i % {cols})" if cols_fast else f"vec2(i % {rows}, i / {rows})"
     if form == "strided" and not wide:
@@ -184,24 +205,31 @@ def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wi
     def load(t):
         return ([f"na{q} = load_a(sa{q}, row0, col0, {t}, a_at, m, n, k);" for q in range(a_loads)] +
                 [f"nb{q} = load_b(sb{q}, row0, col0, {t}, b_at, m, n, k);" for q in range(b_loads)])
-    if a_wide:   # 4 consecutive k of one row: one float into each of 4 staged rows
-        stage = [f"tile_a[half_a + (sa{q}.y + {e}u) * ROW_A + sa{q}.x / 4u][sa{q}.x % 4u] = na{q}.{'xyzw'[e]};"
+    # The staged slices are [k][m] and [k][n] in runs of 4: a vec4 read along M or N is one staged
+    # vec4, a vec4 read along K one float into each of 4 staged rows.
+    if a_wide and not a_along_k:
+        stage = [f"tile_a[half][sa{q}.y][sa{q}.x / 4u] = na{q};" for q in range(a_loads)]
+    elif a_wide:
+        stage = [f"tile_a[half][sa{q}.y + {e}u][sa{q}.x / 4u][sa{q}.x % 4u] = na{q}.{'xyzw'[e]};"
                  for q in range(a_loads) for e in range(4)]
     else:
-        stage = [f"tile_a[half_a + sa{q}.y * ROW_A + sa{q}.x / 4u][sa{q}.x % 4u] = na{q};" for q in range(a_loads)]
-    if b_wide:   # 4 consecutive columns: one staged vec4
-        stage += [f"tile_b[half_b + sb{q}.x * ROW_B + sb{q}.y / 4u] = nb{q};" for q in range(b_loads)]
+        stage = [f"tile_a[half][sa{q}.y][sa{q}.x / 4u][sa{q}.x % 4u] = na{q};" for q in range(a_loads)]
+    if b_wide and not b_along_k:
+        stage += [f"tile_b[half][sb{q}.x][sb{q}.y / 4u] = nb{q};" for q in range(b_loads)]
+    elif b_wide:
+        stage += [f"tile_b[half][sb{q}.x + {e}u][sb{q}.y / 4u][sb{q}.y % 4u] = nb{q}.{'xyzw'[e]};"
+                  for q in range(b_loads) for e in range(4)]
     else:
-        stage += [f"tile_b[half_b + sb{q}.x * ROW_B + sb{q}.y / 4u][sb{q}.y % 4u] = nb{q};" for q in range(b_loads)]
-    # The staged slices' BK rows: unrolled (constant workgroup-memory offsets) for the 8x8-per-thread
-    # tiles, which it speeds up by 15% on an H100 (4096^3: 0.49 -> 0.56 of cuBLAS); a loop for the
-    # smaller tiles, where unrolling measured no better.
+        stage += [f"tile_b[half][sb{q}.x][sb{q}.y / 4u][sb{q}.y % 4u] = nb{q};" for q in range(b_loads)]
+    # The staged slices' BK rows: unrolled (constant indices, which need no bounds check) for the
+    # 8x8-per-thread tiles, which it speeds up by 15% on an H100 (4096^3: 0.49 -> 0.56 of cuBLAS); a
+    # loop for the smaller tiles, where unrolling measured no better.
     unrolled = tm * tn >= 64
     multiply = [] if unrolled else ["for (var kk = 0u; kk < BK; kk++) {"]
     for step in range(bk) if unrolled else ["kk"]:
         kk, name = (f"{step}u", f"_{step}") if unrolled else ("kk", "")
-        multiply += [f"let b{j}{name} = tile_b[half_b + {kk} * ROW_B + {j}u * WX + lid.x];" for j in runs_n]
-        multiply += [f"let a{g}{name} = tile_a[half_a + {kk} * ROW_A + {g}u * WY + lid.y];" for g in runs_m]
+        multiply += [f"let b{j}{name} = tile_b[half][{kk}][{j}u * WX + lid.x];" for j in runs_n]
+        multiply += [f"let a{g}{name} = tile_a[half][{kk}][{g}u * WY + lid.y];" for g in runs_m]
         multiply += [f"acc{r}_{j} = fma(vec4(a{r // 4}{name}.{'xyzw'[r % 4]}), b{j}{name}, acc{r}_{j});"
                      for r, j in acc]
     multiply += [] if unrolled else ["}"]
@@ -245,6 +273,32 @@ def _window_operand(image, padding, k_dims, n_dims, batch_strides, along_k):
     return MatmulOperand(image.storage, ("window", ky, kx, ny, nx), along_k, False, fields, batch_strides)
 
 
+def _layout(operand):
+    """A MatmulOperand without its storage, hashable: what a product's plan depends on."""
+    _, form, along_k, wide, fields, batch_strides = operand
+    return form, along_k, wide, tuple(fields.items()), tuple(batch_strides)
+
+
+@functools.lru_cache(maxsize=MATMUL_PLANS_KEPT)
+def _plan(a, b, m, n, k, batch, bias_at, tiles, splits):
+    """One product's kernel key, parameter words, grid and number of K pieces (splits rounded to
+    whole BK steps), from its operands' _layout, sizes, bias (offset, stride, along) or None, and
+    its tiles and splits: worked out once per layout, as a training step repeats its products."""
+    split_k = -(-k // splits // tiles.bk) * tiles.bk
+    splits = -(-k // split_k)
+    threads = tiles.wx * tiles.wy
+    a_form, a_along_k, a_wide, a_fields, a_batch_strides = a
+    b_form, b_along_k, b_wide, b_fields, b_batch_strides = b
+    a_wide = a_wide and tiles.wy * tiles.tm * tiles.bk % (4 * threads) == 0
+    b_wide = b_wide and tiles.wx * tiles.tn * tiles.bk % (4 * threads) == 0
+    bias_offset, bias_stride, bias_along = bias_at or (0, 0, None)
+    key = (tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wide, b_wide)
+    words = matmul_params(_kind(a_form), _kind(b_form)).pack(
+        m=m, n=n, k=k, split_k=split_k, bias_offset=bias_offset, bias_stride=bias_stride,
+        **{f"a_{name}": value for name, value in a_fields}, **{f"b_{name}": value for name, value in b_fields},
+        batch_ndim=len(batch), batch_shape=batch, a_batch_strides=a_batch_strides, b_batch_strides=b_batch_strides)
+    grid = (groups(n, tiles.wx * tiles.tn), groups(m, tiles.wy * tiles.tm), math.prod(batch) * splits)
+    return key, tuple(words), grid, splits
 
 
 class MatmulKernels:
@@ -257,32 +311,20 @@ class MatmulKernels:
 
     def _product(self, a, b, m, n, k, batch, bias, bias_dim, dtype):
         """One shaders/matmul.wgsl dispatch (then a sum over the pieces of a split K) of MatmulOperands."""
-        nb, count = len(batch), math.prod(batch)
+        count = math.prod(batch)
         if count * m * n == 0:
             return self._empty((*batch, m, n), dtype)
         if k == 0:
             return self._empty_product((*batch, m, n), bias, bias_dim, dtype)
         tiles = matmul_tiles(m, n, count, self.is_software, self.runtime.limits["max_compute_workgroup_storage_size"])
         splits = matmul_splits(m, n, k, count, tiles, self.is_software)
-        split_k = -(-k // splits // tiles.bk) * tiles.bk
-        splits = -(-k // split_k)
+        bias_at = None if bias is None else (bias.offset, bias.strides[0], ("col", "row")[bias_dim == -2])
+        key, words, grid, splits = _plan(_layout(a), _layout(b), m, n, k, tuple(batch), bias_at, tiles, splits)
         storage = self._empty((splits, *batch, m, n) if splits > 1 else (*batch, m, n), dtype)
-        bias_along = None if bias is None else ("col", "row")[bias_dim == -2]
-        threads = tiles.wx * tiles.wy
-        a_wide = a.wide and tiles.wy * tiles.tm * tiles.bk % (4 * threads) == 0
-        b_wide = b.wide and tiles.wx * tiles.tn * tiles.bk % (4 * threads) == 0
-        key = (tiles, a.form, b.form, a.along_k, b.along_k, bias_along, a_wide, b_wide)
         bindings = ("read_write", "read", "read") + (("read",) if bias is not None else ())
         pipeline = self.runtime.pipeline(("matmul", *key), lambda: _matmul_source(*key), bindings=bindings)
-        words = matmul_params(_kind(a.form), _kind(b.form)).pack(
-            m=m, n=n, k=k, split_k=split_k, bias_offset=0 if bias is None else bias.offset,
-            bias_stride=0 if bias is None else bias.strides[0],
-            **{f"a_{name}": value for name, value in a.fields.items()},
-            **{f"b_{name}": value for name, value in b.fields.items()},
-            batch_ndim=nb, batch_shape=batch, a_batch_strides=a.batch_strides, b_batch_strides=b.batch_strides)
         storages = [storage, a.storage, b.storage] + ([bias.storage] if bias is not None else [])
-        self.runtime.dispatch(pipeline, storages, words,
-                              (groups(n, tiles.wx * tiles.tn), groups(m, tiles.wy * tiles.tm), count * splits))
+        self.runtime.dispatch(pipeline, storages, words, grid)
         if splits == 1:
             return storage
         return self.reduce(SUM, flat(storage, (splits, count * m * n), dtype), (0,), dtype)
