@@ -68,8 +68,10 @@ def matmul_with_bias(a, b, bias=None, bias_dim=-1):
         rows = a.reshape(math.prod(a.shape[:-1]), a.shape[-1])
         out = _product(rows, b, bias, bias_dim).view(*a.shape[:-1], b.shape[-1])
     else:
-        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        out = _product(a.expand(batch + a.shape[-2:]), b.expand(batch + b.shape[-2:]), bias, bias_dim)
+        if a.shape[:-2] != b.shape[:-2]:
+            batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+            a, b = a.expand(batch + a.shape[-2:]), b.expand(batch + b.shape[-2:])
+        out = _product(a, b, bias, bias_dim)
     for dim in squeeze:
         out = out.squeeze(dim if dim == -1 or len(squeeze) == 1 else -1)
     return out
