@@ -1,32 +1,49 @@
 """Causal scaled dot-product attention at small-GPT shapes: webgrad's fused kernels (one dispatch
-forward, two backward) next to webgrad's composed path (scores, softmax, product) and PyTorch's
+forward, three backward) next to webgrad's composed path (scores, softmax, product) and PyTorch's
 F.scaled_dot_product_attention on CUDA.
 
 Prints, per (batch, heads, length, head size), milliseconds per forward and per forward + backward
 of each, and the ratios fused / composed and fused / PyTorch (above 1: the fused kernel is slower).
 Each shape is first checked against PyTorch on fresh random inputs. Run on the lent GPU
-(../shared/DEVICE.md): webgrad over Vulkan, PyTorch over CUDA, one process.
+(../shared/DEVICE.md): webgrad over Vulkan, PyTorch over CUDA, one process. --threads and --other
+try other tilings of the kernels (kernels/attention.py's THREADS and OTHER_ROWS); --shapes picks
+shapes, as BxHxLxE,...; --profile adds each kernel's GPU time (webgrad.profiler).
 """
+import argparse
+
 import numpy as np
 
 import webgrad as wg
 from webgrad.nn import functional as F
+from webgrad.backends.webgpu.kernels import attention as tiling
 from webgrad.ops.attention import attention_weights
 
 from conv import timed
 
-SHAPES = [(16, 4, 128, 32), (16, 4, 256, 64), (64, 6, 256, 64), (8, 8, 1024, 64), (4, 8, 2048, 128)]
+SHAPES = [(32, 4, 64, 32), (16, 4, 128, 32), (16, 4, 256, 64), (64, 6, 256, 64), (8, 8, 1024, 64), (4, 8, 2048, 128)]
 
 
 def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--threads", type=int, help="invocations per workgroup")
+    parser.add_argument("--other", help="rows per tile to try, as 32,16")
+    parser.add_argument("--shapes", help="BxHxLxE,...")
+    parser.add_argument("--profile", action="store_true", help="then GPU time per kernel (webgrad.profiler)")
+    args = parser.parse_args()
+    if args.threads:
+        tiling.THREADS = args.threads
+    if args.other:
+        tiling.OTHER_ROWS = tuple(int(n) for n in args.other.split(","))
+    shapes = [tuple(int(n) for n in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     info = wg.get_backend("webgpu").info
-    print(f"webgrad on {info['name']} ({info['backend']}); PyTorch {torch.__version__}, f32, causal")
+    print(f"webgrad on {info['name']} ({info['backend']}); PyTorch {torch.__version__}, f32, causal; "
+          f"{tiling.THREADS} threads, tiles of {tiling.OTHER_ROWS}")
     print(f"{'B x H x L x E':>18} {'fwd ms':>8} {'composed':>8} {'torch':>8} {'f/c':>5} {'f/t':>5}   "
           f"{'fwd+bwd':>8} {'composed':>8} {'torch':>8} {'f/c':>5} {'f/t':>5}")
     rng = np.random.default_rng(0)
-    for b, h, length, e in SHAPES:
+    for b, h, length, e in shapes:
         arrays = [rng.standard_normal((b, h, length, e), dtype=np.float32) for _ in range(4)]
         q, k, v = (wg.tensor(a, device="webgpu", requires_grad=True) for a in arrays[:3])
         tq, tk, tv = (torch.tensor(a, device="cuda", requires_grad=True) for a in arrays[:3])
@@ -63,7 +80,13 @@ def main():
                timed(both(theirs, tgrad), torch.cuda.synchronize)]
         print(f"{f'{b}x{h}x{length}x{e}':>18} " + " ".join(f"{t * 1e3:8.3f}" for t in fwd) +
               f" {fwd[0] / fwd[1]:5.2f} {fwd[0] / fwd[2]:5.2f}   " + " ".join(f"{t * 1e3:8.3f}" for t in bwd) +
-              f" {bwd[0] / bwd[1]:5.2f} {bwd[0] / bwd[2]:5.2f}")
+              f" {bwd[0] / bwd[1]:5.2f} {bwd[0] / bwd[2]:5.2f}", flush=True)
+        if args.profile:
+            with wg.profiler.profile() as prof:
+                for _ in range(10):
+                    both(fused, grad)()
+            print("    GPU ms per forward + backward: " + "  ".join(
+                f"{row.key} {row.gpu_time_total / 1e4:.3f}" for row in prof.key_averages()), flush=True)
 
 
 if __name__ == "__main__":

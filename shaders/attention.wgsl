@@ -1,20 +1,22 @@
-// Scaled dot-product attention, fused ("flash" style): softmax(q k^T * scale + mask) v without the
-// (L, S) score matrix in memory. Three entry points, each a workgroup per (batch, block of ROWS rows),
-// one thread per row (kernels/attention.py's _attention_entries writes them, unrolled per head size):
-// forward: rows are queries. Each tile of TILE keys (and their values) is staged in workgroup
-//          memory; each query's scores of the tile, key by key, feed an online softmax (a running
-//          max and sum, the output rescaled as the max grows). Writes out (*B, L, Ev) and each
-//          query's log-sum-exp lse (*B, L) after it, at `lse_at`, for the backward.
-// dq: rows are queries. D = rowsum(dout * out) first (written with lse as (lse, D) pairs at
-//          `stats_at`, after dq, for dkv); then over key tiles p = exp(s - lse) (recomputed),
-//          ds = p * (dout . v - D), dq = scale * sum ds k.
-// dkv: rows are keys, over tiles of TILE queries (with their (lse, D)): dv = sum p dout,
-//          dk = scale * sum ds q. Writes dk (*B, S, E), then dv (*B, S, Ev) at `dv_at`.
-// A thread's own vectors (its row of q/k, v/dout, and its accumulators) are NQ (NV) named vec4s,
-// never indexed arrays: an array indexed in a loop is placed in (slow) local memory by GPU drivers'
-// compilers. Every thread reads the same staged row at once (a broadcast).
-// Masked scores are -inf (by bits: compilers may assume finite maths) and their p is 0; a query
-// with every key masked gets out 0 and no gradient (lse -inf), as torch.
+// Scaled dot-product attention, fused (FlashAttention-2's structure, on plain FMAs): softmax(q k^T *
+// scale + mask) v without the (L, S) score matrix in memory. kernels/attention.py writes out the
+// entry points below (unrolled per head size) but delta:
+// forward: a workgroup per (batch, OWN queries), over tiles of OTHER keys: the scores of the tile,
+//          an online softmax (running max and sum per row, the output rescaled as the max grows),
+//          out += p v. Writes out (*B, L, Ev) and each query's log-sum-exp lse (*B, L) at `lse_at`.
+// delta:   a thread per query: its (lse, D = rowsum(dout * out)) pair at `stats_at` (in dq's buffer).
+// dkv:     a workgroup per (batch, OWN keys), over tiles of OTHER queries: p = exp(s - lse)
+//          (recomputed), ds = p (dout . v - D); dv += p dout, dk += scale ds q. Writes dk (*B, S, E),
+//          then dv (*B, S, Ev) at `dv_at`.
+// dq:      a workgroup per (batch, OWN queries), over tiles of OTHER keys: dq += scale ds k.
+// Every product is a register tile, as a matmul's: thread (r, c) of THREADS computes the 4 x 4
+// scores of its own rows r + i RG and the tile's rows c + j GROUPS (i, j < 4) from staged chunks
+// of CHUNK vec4s of the head, then accumulates its own rows' outputs (out, dq, dk, dv) for the
+// head's vec4s c + m GROUPS, from the weights (p or ds) of the whole tile, shared through
+// workgroup memory. A thread's registers are named (never arrays indexed in loops, which GPU
+// compilers place in slow local memory). Masked scores are -inf (by bits: compilers may assume
+// finite maths) and their p is 0; a query with every key masked gets out 0 and no gradient (lse
+// -inf), as torch.
 // Parameters (kernels/attention.py's ATTENTION_PARAMS): `batch` rows of the `dims` - 2 leading dims
 // `shape` (then L, S); `queries` L, `keys` S, `head` E, `value_head` Ev; q, k, v, mask and dout are
 // read through their `dims` strides from `offsets` (q, k, v, mask, dout); `mask_kind` 0 none, 1 bool
@@ -24,21 +26,29 @@
 @group(0) @binding(3) var<storage, read> k: array<f32>;
 @group(0) @binding(4) var<storage, read> v: array<f32>;
 @group(0) @binding(5) var<storage, read> mask: array<u32>;    // bool words or f32 bits (none: q again, unread)
-@group(0) @binding(6) var<storage, read> dout: array<f32>;    // dq, dkv: out's gradient
-@group(0) @binding(7) var<storage, read> saved: array<f32>;   // dq: forward's out and lse; dkv: dq's (lse, D)
+@group(0) @binding(6) var<storage, read> dout: array<f32>;    // backward: out's gradient
+@group(0) @binding(7) var<storage, read> saved: array<f32>;   // delta: forward's out and lse; dkv: the (lse, D) pairs
 
-const ROWS: u32 = {{rows}}u;           // rows (threads) per workgroup (ATTENTION_ROWS)
-const TILE: u32 = {{tile}}u;           // rows of the other side staged at once
-const NQ: u32 = {{nq}}u;               // vec4s of a q/k row (E <= 4 * NQ)
-const NV: u32 = {{nv}}u;               // vec4s of a v row (Ev <= 4 * NV)
+const THREADS: u32 = {{threads}}u;     // invocations per workgroup
+const OWN: u32 = {{own}}u;             // the workgroup's own rows (queries; dkv: keys)
+const OTHER: u32 = {{other}}u;         // rows of the other side per tile (keys; dkv: queries)
+const GROUPS: u32 = OTHER / 4u;        // threads sharing own rows
+const RG: u32 = OWN / 4u;              // row groups: THREADS = RG * GROUPS
+const CHUNK: u32 = {{chunk}}u;         // vec4s of the head staged per pass of a product
+const XW: u32 = {{xw}}u;               // vec4s of a whole staged row (a multiple of GROUPS, >= the head's)
 const MASKED: u32 = 0xff800000u;       // -inf's bits
+const LOWEST: f32 = -3.4028234e38;     // a running max before any score
 
-// TILE * (NQ + NV) vec4s and TILE pairs: within WebGPU's 16 KiB (kernels/attention.py picks TILE).
-var<workgroup> tile_e: array<vec4<f32>, TILE * NQ>;    // keys (forward, dq) or queries (dkv)
-var<workgroup> tile_v: array<vec4<f32>, TILE * NV>;    // values (forward, dq) or out's gradient (dkv)
-var<workgroup> tile_stats: array<vec2<f32>, TILE>;     // dkv: the tile's queries' (lse, D)
+// Workgroup memory, in vec4s (within WebGPU's 16 KiB: kernels/attention.py picks the tiles):
+const W_AT: u32 = 0u;                        // OTHER x RG weights: [tile row][r] = r's 4 own rows
+const X_AT: u32 = OTHER * RG;                // OTHER x XW: a whole tile (v, k, dout or q); or
+const A_AT: u32 = X_AT;                      // OWN x CHUNK of own rows and
+const B_AT: u32 = A_AT + OWN * (CHUNK + 1u); // OTHER x CHUNK of the tile's, while a product runs (a
+                                             // vec4 of padding a row spreads the rows over the banks)
+var<workgroup> scratch: array<vec4<f32>, {{scratch}}>;
+var<workgroup> row_stats: array<f32, 4u * THREADS>;   // forward: per-thread row max / sum; dkv: (lse, D)
 
-// Where an operand's batch starts, and its strides along rows and dims (read once per thread).
+// Where an operand's batch starts, and its strides along rows and dims.
 struct Operand {
     start: u32,
     row: u32,
@@ -47,8 +57,6 @@ struct Operand {
 
 struct Place {
     batch: u32,
-    row: u32,     // this thread's row (query or key)
-    live: bool,   // row < `rows` (the whole workgroup runs to the end: barriers)
     q: Operand,
     k: Operand,
     v: Operand,
@@ -56,26 +64,24 @@ struct Place {
     dout: Operand,
 }
 
-// The workgroup's batch and first row (kept apart from Place: barriers' loop bounds must be seen
-// to be the same in every thread).
-fn block(wg: vec3<u32>, nwg: vec3<u32>, rows: u32) -> vec2<u32> {
-    let blocks = (rows + ROWS - 1u) / ROWS;
+// The workgroup's batch and first row, for blocks of `size` of `rows` rows (kept apart from Place:
+// barriers' loop bounds must be seen to be the same in every thread).
+fn block(wg: vec3<u32>, nwg: vec3<u32>, rows: u32, size: u32) -> vec2<u32> {
+    let blocks = (rows + size - 1u) / size;
     let id = flat_id(wg, nwg);
-    return vec2<u32>(id / blocks, (id % blocks) * ROWS);
+    return vec2<u32>(id / blocks, (id % blocks) * size);
 }
 
-fn place(wg: vec3<u32>, nwg: vec3<u32>, li: u32, rows: u32) -> Place {
-    let b = block(wg, nwg, rows);
+fn place(batch: u32) -> Place {
     let row = params.dims - 2u;
     let col = params.dims - 1u;
-    var at = Place(min(b.x, params.batch - 1u), b.y + li, false,
+    var at = Place(batch,
                    Operand(params_offsets(0u), params_q_strides(row), params_q_strides(col)),
                    Operand(params_offsets(1u), params_k_strides(row), params_k_strides(col)),
                    Operand(params_offsets(2u), params_v_strides(row), params_v_strides(col)),
                    Operand(params_offsets(3u), params_mask_strides(row), params_mask_strides(col)),
                    Operand(params_offsets(4u), params_dout_strides(row), params_dout_strides(col)));
-    at.live = at.row < rows && b.x < params.batch;
-    var rest = at.batch;
+    var rest = batch;
     for (var d = row; d > 0u; d--) {
         let size = params_shape(d - 1u);
         let pos = rest % size;
@@ -93,26 +99,47 @@ fn element(x: Operand, row: u32, d: u32) -> u32 {
     return x.start + row * x.row + d * x.col;
 }
 
-fn q_at(at: Place, row: u32, d: u32) -> f32 {
-    return q[element(at.q, row, d)];
+// Element `index` of q (0), k (1), v (2) or dout (3); and where that operand's batch starts.
+fn load(which: u32, index: u32) -> f32 {
+    switch (which) {
+        case 0u: { return q[index]; }
+        case 1u: { return k[index]; }
+        case 2u: { return v[index]; }
+        default: { return dout[index]; }
+    }
 }
 
-fn k_at(at: Place, row: u32, d: u32) -> f32 {
-    return k[element(at.k, row, d)];
+// Stages rows first .. first + rows of operand `which` (its batch from `start`, `strides` along rows
+// and dims; those below `count`; zero past them and past its head size), vec4s d0 .. d0 + width of
+// each, in scratch from `base`, a row every `stride` vec4s. A thread moves a vec4 at a time: 4
+// loads from one address where the row is contiguous. (Scalars only: a struct passed to a
+// function can cost a trip through local memory.)
+fn stage(li: u32, base: u32, which: u32, start: u32, strides: vec2<u32>, first: u32, count: u32, rows: u32,
+         d0: u32, width: u32, stride: u32) {
+    let size = select(params.head, params.value_head, which >= 2u);
+    for (var i = li; i < rows * width; i += THREADS) {
+        let row = i / width;
+        let d = 4u * (d0 + i % width);
+        var value = vec4<f32>();
+        if (first + row < count) {
+            let at = start + (first + row) * strides.x + d * strides.y;
+            if (strides.y == 1u && d + 3u < size) {
+                value = vec4(load(which, at), load(which, at + 1u), load(which, at + 2u), load(which, at + 3u));
+            } else {
+                for (var c = 0u; c < 4u; c++) {
+                    if (d + c < size) {
+                        value[c] = load(which, at + c * strides.y);
+                    }
+                }
+            }
+        }
+        scratch[base + row * stride + i % width] = value;
+    }
 }
 
-fn v_at(at: Place, row: u32, d: u32) -> f32 {
-    return v[element(at.v, row, d)];
-}
-
-fn dout_at(at: Place, row: u32, d: u32) -> f32 {
-    return dout[element(at.dout, row, d)];
-}
-
-// The score of (query, key) from scale * q.k: -inf where masked (or outside the rows), else plus the
-// float mask.
-fn score(at: Place, query: u32, key: u32, dot: f32) -> f32 {
-    let s = dot * params.scale;
+// The score of (query, key) from s = scale * q.k: -inf where masked (or outside the rows), else plus
+// the float mask. mask_at: the mask's element (query, key), read where there is a mask.
+fn score(query: u32, key: u32, s: f32, mask_at: u32) -> f32 {
     let masked = f32_from_bits(MASKED);
     if (query >= params.queries || key >= params.keys || (params.causal == 1u && key > query)) {
         return masked;
@@ -120,7 +147,7 @@ fn score(at: Place, query: u32, key: u32, dot: f32) -> f32 {
     if (params.mask_kind == 0u) {
         return s;
     }
-    let word = mask[element(at.mask, query, key)];
+    let word = mask[mask_at];
     if (params.mask_kind == 1u) {
         return select(masked, s, word != 0u);
     }
@@ -131,63 +158,45 @@ fn is_masked(s: f32) -> bool {
     return bitcast<u32>(s) == MASKED;
 }
 
-// Stages rows start .. start + TILE of k (or q) and v (or dout) in tile_e and tile_v, zero past
-// the end (`count` rows) and past the head sizes.
-fn load_tiles(at: Place, li: u32, start: u32, count: u32, rows_are_keys: bool) {
-    for (var i = li; i < TILE * NQ * 4u; i += ROWS) {
-        let row = start + i / (NQ * 4u);
-        let d = i % (NQ * 4u);
-        var value = 0.0;
-        if (row < count && d < params.head) {
-            if (rows_are_keys) {
-                value = k_at(at, row, d);
-            } else {
-                value = q_at(at, row, d);
-            }
-        }
-        tile_e[i / 4u][i % 4u] = value;
-    }
-    for (var i = li; i < TILE * NV * 4u; i += ROWS) {
-        let row = start + i / (NV * 4u);
-        let d = i % (NV * 4u);
-        var value = 0.0;
-        if (row < count && d < params.value_head) {
-            if (rows_are_keys) {
-                value = v_at(at, row, d);
-            } else {
-                value = dout_at(at, row, d);
-            }
-        }
-        tile_v[i / 4u][i % 4u] = value;
-    }
-}
-
-// Dims 4 i .. 4 i + 3 of the thread's own row of q (0), k (1), v (2) or dout (3); 0 past the head
-// size (or where the row is past the end).
-fn own4(at: Place, which: u32, i: u32) -> vec4<f32> {
-    var r = vec4<f32>();
-    let size = select(params.head, params.value_head, which >= 2u);
-    for (var c = 0u; c < 4u; c++) {
-        let d = 4u * i + c;
-        if (at.live && d < size) {
-            switch (which) {
-                case 0u: { r[c] = q_at(at, at.row, d); }
-                case 1u: { r[c] = k_at(at, at.row, d); }
-                case 2u: { r[c] = v_at(at, at.row, d); }
-                default: { r[c] = dout_at(at, at.row, d); }
-            }
-        }
-    }
-    return r;
-}
-
-fn hsum(x: vec4<f32>) -> f32 {
-    return (x.x + x.y) + (x.z + x.w);
-}
-
 // One past the last key that the queries from `first` on attend.
 fn keys_end(first: u32) -> u32 {
-    return select(params.keys, min(params.keys, first + ROWS), params.causal == 1u);
+    return select(params.keys, min(params.keys, first + OWN), params.causal == 1u);
+}
+
+// The sum (or the max) of own row `row`'s per-thread shares in row_stats.
+fn row_total(row: u32) -> f32 {
+    var total = 0.0;
+    for (var g = 0u; g < GROUPS; g++) {
+        total += row_stats[row * GROUPS + g];
+    }
+    return total;
+}
+
+fn row_max(row: u32, start: f32) -> f32 {
+    var top = start;
+    for (var g = 0u; g < GROUPS; g++) {
+        top = max(top, row_stats[row * GROUPS + g]);
+    }
+    return top;
+}
+
+// The delta entry: a thread per query, its (lse, D) pair.
+@compute @workgroup_size(THREADS)
+fn delta(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+         @builtin(local_invocation_index) li: u32) {
+    let b = block(wg, nwg, params.queries, THREADS);
+    let row = b.y + li;
+    if (b.x >= params.batch || row >= params.queries) {
+        return;
+    }
+    let at = place(b.x);
+    let flat = b.x * params.queries + row;
+    var total = 0.0;
+    for (var e = 0u; e < params.value_head; e++) {
+        total = fma(load(3u, element(at.dout, row, e)), saved[flat * params.value_head + e], total);
+    }
+    out[params.stats_at + 2u * flat] = saved[params.lse_at + flat];
+    out[params.stats_at + 2u * flat + 1u] = total;
 }
 
 {{entries}}
@@ -200,16 +209,4 @@ fn put4(base: u32, size: u32, i: u32, x: vec4<f32>) {
             out[base + d] = x[c];
         }
     }
-}
-
-// Dims 4 i .. 4 i + 3 of saved from `base` (0 past `size`, or where the row is not live).
-fn saved4(live: bool, base: u32, size: u32, i: u32) -> vec4<f32> {
-    var r = vec4<f32>();
-    for (var c = 0u; c < 4u; c++) {
-        let d = 4u * i + c;
-        if (live && d < size) {
-            r[c] = saved[base + d];
-        }
-    }
-    return r;
 }

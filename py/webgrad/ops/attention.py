@@ -1,7 +1,8 @@
 """Scaled dot-product attention (torch.nn.functional.scaled_dot_product_attention).
 
-The fused op keeps no (L, S) matrix of scores: on the webgpu device one kernel forward and two
-backward (shaders/attention.wgsl), recomputing the scores from the rows' saved log-sum-exp.
+The fused op keeps no (L, S) matrix of scores: on the webgpu device one kernel forward and three
+backward (shaders/attention.wgsl: rowsum(dO * O), then dK and dV over key blocks, then dQ over
+query blocks), recomputing the scores from the rows' saved log-sum-exp.
 Dropout, a float mask that needs a gradient and heads larger than the device's kernel takes go
 the composed way (attention_weights, then a product), as do attention weights that a caller
 wants to see (nn.MultiheadAttention's need_weights).

@@ -1,25 +1,57 @@
-"""The attention family (shaders/attention.wgsl): scaled dot-product attention, fused ("flash"
-style): one dispatch forward, two backward (dq, then dk and dv)."""
+"""The attention family (shaders/attention.wgsl): scaled dot-product attention, fused (FlashAttention-2's
+structure): one dispatch forward; three backward (delta, then dk and dv over key blocks, then dq over
+query blocks: WGSL has no float atomics to share one pass)."""
 import math
+from typing import NamedTuple
 
 from .... import dtypes
 from .common import check_gpu_dtype, fill
 from .params import ParamBlock, f32, u32
 
-# shaders/attention.wgsl's rows per workgroup (ROWS, a thread each: each staged tile serves them
-# all). Past ATTENTION_MAX_HEAD dims a thread's rows outgrow its registers: the op composes
+# Past ATTENTION_MAX_HEAD dims a thread's accumulators outgrow its registers: the op composes
 # attention there.
-ATTENTION_ROWS = 64
 ATTENTION_MAX_HEAD = 128
+THREADS = 64              # invocations per workgroup (shaders/attention.wgsl's THREADS)
 WORKGROUP_BYTES = 16384   # WebGPU's default maxComputeWorkgroupStorageSize
+OTHER_ROWS = (32, 16, 8)  # the tiles' rows tried, largest first (bench/attention.py compares them)
 
-
-# The three kernels' parameters (their meanings: shaders/attention.wgsl).
+# The kernels' parameters (their meanings: shaders/attention.wgsl).
 ATTENTION_PARAMS = ParamBlock(
     u32("batch"), u32("dims"), u32("queries"), u32("keys"), u32("head"), u32("value_head"), f32("scale"),
     u32("mask_kind"), u32("causal"), u32("lse_at"), u32("stats_at"), u32("dv_at"),
     u32("shape", "dims"), u32("q_strides", "dims"), u32("k_strides", "dims"), u32("v_strides", "dims"),
     u32("mask_strides", "dims"), u32("dout_strides", "dims"), u32("offsets", 5))
+
+Q, K, V, DOUT = range(4)   # shaders/attention.wgsl's operand numbers
+
+
+class Tiles(NamedTuple):
+    """A workgroup's blocking: OWN rows of its own, OTHER rows of the other side per tile, products
+    over the head CHUNK vec4s at a time, whole staged rows XW vec4s wide; SCRATCH vec4s in all."""
+    own: int
+    other: int
+    chunk: int
+    xw: int
+    scratch: int
+
+
+def attention_tiles(nq, nv):
+    """The largest tiles (OTHER_ROWS rows; each thread 4 x 4 scores) whose workgroup memory (and
+    row_stats' THREADS vec4s) fits WebGPU's default 16 KiB for heads of nq (q, k) and nv (v) vec4s,
+    and the fewest passes of a product over the head."""
+    widest = max(nq, nv)
+    for other in OTHER_ROWS:
+        groups = other // 4
+        own = 4 * THREADS // groups
+        xw = -(-widest // groups) * groups
+        sizes = {chunk: other * own // 4 + max(other * xw, (own + other) * (chunk + 1))
+                 for chunk in range(1, min(16, widest) + 1)}
+        fitting = [chunk for chunk, vec4s in sizes.items() if (vec4s + THREADS) * 16 <= WORKGROUP_BYTES]
+        if fitting:
+            passes = -(-widest // fitting[-1])
+            chunk = -(-widest // passes)
+            return Tiles(own, other, chunk, xw, sizes[chunk])
+    raise ValueError(f"attention: no tiles fit {WORKGROUP_BYTES} bytes for heads of {4 * widest}")
 
 
 class AttentionKernels:
@@ -30,9 +62,9 @@ class AttentionKernels:
         batch, queries = math.prod(q.shape[:-2]), q.shape[-2]
         numel = batch * queries * v.shape[-1]
         saved = self._empty((numel + batch * queries,), q.dtype)   # out, then lse
-        # the entry point shares functions that read dout: q is bound there (and for saved), unread
+        # dout and saved are bound (q again), unread
         inputs = [q.storage, k.storage, v.storage, _mask_storage(q, mask), q.storage, q.storage]
-        self._attention("forward", [saved, *inputs], q, k, v, mask, None, causal, scale, queries, lse_at=numel)
+        self._attention("forward", [saved, *inputs], q, k, v, mask, None, causal, scale, lse_at=numel)
         return saved
 
     def attention_backward(self, grad, q, k, v, saved, mask, causal, scale):
@@ -42,15 +74,19 @@ class AttentionKernels:
         dq = self._empty((dq_numel + 2 * batch * queries,), q.dtype)   # dq, then the rows' (lse, D)
         dkv = self._empty((dk_numel + batch * keys * v.shape[-1],), q.dtype)   # dk, then dv
         offsets = dict(lse_at=batch * queries * v.shape[-1], stats_at=dq_numel, dv_at=dk_numel)
-        self._attention("dq", [dq, *inputs, saved], q, k, v, mask, grad, causal, scale, queries, **offsets)
-        self._attention("dkv", [dkv, *inputs, dq], q, k, v, mask, grad, causal, scale, keys, **offsets)
+        self._attention("delta", [dq, *inputs, saved], q, k, v, mask, grad, causal, scale, **offsets)
+        self._attention("dkv", [dkv, *inputs, dq], q, k, v, mask, grad, causal, scale, **offsets)
+        self._attention("dq", [dq, *inputs, saved], q, k, v, mask, grad, causal, scale, **offsets)
         return dq, dkv
 
-    def _attention(self, entry, storages, q, k, v, mask, grad, causal, scale, rows, lse_at=0, stats_at=0, dv_at=0):
-        """One dispatch of `entry`, a workgroup per (batch, ROWS rows); q, k, v, mask and grad share
-        their leading (batch) dims."""
+    def _attention(self, entry, storages, q, k, v, mask, grad, causal, scale, lse_at=0, stats_at=0, dv_at=0):
+        """One dispatch of `entry`, a workgroup per (batch, block of rows); q, k, v, mask and grad
+        share their leading (batch) dims."""
         batch_shape = q.shape[:-2]
         batch = math.prod(batch_shape)
+        nq, nv = (-(-size // 4) for size in (q.shape[-1], v.shape[-1]))
+        rows = k.shape[-2] if entry == "dkv" else q.shape[-2]
+        block = THREADS if entry == "delta" else attention_tiles(nq, nv).own
         if not batch or not rows:
             return
         dims = len(batch_shape) + 2
@@ -63,134 +99,171 @@ class AttentionKernels:
             v_strides=v.strides, mask_strides=no_mask if mask is None else mask.strides,
             dout_strides=no_mask if grad is None else grad.strides,
             offsets=[t.offset if t is not None else 0 for t in (q, k, v, mask, grad)])
-        nq, nv = (-(-size // 4) for size in (q.shape[-1], v.shape[-1]))
         pipeline = self.runtime.pipeline(
             ("attention", entry, nq, nv), lambda: _attention_source(entry, nq, nv),
             entry=entry, bindings=("read_write",) + ("read",) * (len(storages) - 1))
-        self.runtime.dispatch(pipeline, storages, words, batch * -(-rows // ATTENTION_ROWS))
+        self.runtime.dispatch(pipeline, storages, words, batch * -(-rows // block))
 
 
-def _attention_tile(nq, nv):
-    """Rows staged at once: the most (up to 32) whose vec4s and (lse, D) pairs fit WebGPU's 16 KiB."""
-    tile = 32
-    while tile > 1 and tile * (nq + nv) * 16 + tile * 8 > WORKGROUP_BYTES:
-        tile //= 2
-    return tile
+# ---- the entry points, written out per head size (shaders/attention.wgsl says what each computes) ----
+R = range(4)   # a thread's own rows i and tile rows j
+
+
+def _operand(which):
+    """stage()'s arguments for operand `which`: its number, its batch's start and its strides."""
+    name = ("q", "k", "v", "dout")[which]
+    return f"{which}u, at.{name}.start, vec2(at.{name}.row, at.{name}.col)"
+
+
+def _score(query, key, dot):
+    """The masked, scaled score of (query, key) from their dot product (WGSL expressions)."""
+    mask_at = f"at.mask.start + ({query}) * at.mask.row + ({key}) * at.mask.col"
+    return f"score({query}, {key}, {dot} * params.scale, {mask_at})"
+
+
+def _product(name, own, other, n4, own_rows, other_rows):
+    """name{i}{j}: own row i . tile row j of operands `own` and `other` over n4 vec4s, staged CHUNK
+    vec4s at a time. own_rows, other_rows: (first row, row count) as WGSL expressions."""
+    lines = [f"{name}{i}{j} = 0.0;" for i in R for j in R]
+    own_rows, other_rows = ", ".join(own_rows), ", ".join(other_rows)
+    lines += [f"for (var d0 = 0u; d0 < {n4}u; d0 += CHUNK) {{",
+              f"    stage(li, A_AT, {_operand(own)}, {own_rows}, OWN, d0, CHUNK, CHUNK + 1u);",
+              f"    stage(li, B_AT, {_operand(other)}, {other_rows}, OTHER, d0, CHUNK, CHUNK + 1u);",
+              "    workgroupBarrier();",
+              "    for (var d = 0u; d < CHUNK; d++) {"]
+    lines += [f"        let a{i} = scratch[A_AT + (r + {i}u * RG) * (CHUNK + 1u) + d];" for i in R]
+    lines += [f"        let b{j} = scratch[B_AT + (c + {j}u * GROUPS) * (CHUNK + 1u) + d];" for j in R]
+    lines += [f"        {name}{i}{j} += dot(a{i}, b{j});" for i in R for j in R]
+    return lines + ["    }", "    workgroupBarrier();", "}"]
+
+
+def _weights(name, operand, other_rows):
+    """Shares the thread's weights name{i}{j} through workgroup memory and stages the whole tile of
+    `operand` that they weigh, then waits for the workgroup."""
+    lines = [f"scratch[W_AT + (c + {j}u * GROUPS) * RG + r] = vec4({', '.join(f'{name}{i}{j}' for i in R)});"
+             for j in R]
+    return lines + [f"stage(li, X_AT, {_operand(operand)}, {other_rows[0]}, {other_rows[1]}, OTHER, 0u, XW, XW);",
+                    "workgroupBarrier();"]
+
+
+def _accumulate(acc, count):
+    """acc{i}_{m} += sum over the tile of weight (i, j) * the staged tile row j's vec4 c + m GROUPS."""
+    lines = ["for (var j = 0u; j < OTHER; j++) {", "    let w = scratch[W_AT + j * RG + r];"]
+    lines += [f"    let x{m} = scratch[X_AT + j * XW + c + {m}u * GROUPS];" for m in range(count)]
+    lines += [f"    {acc}{i}_{m} = fma(vec4(w[{i}]), x{m}, {acc}{i}_{m});" for i in R for m in range(count)]
+    return lines + ["}", "workgroupBarrier();"]
+
+
+def _store(acc, count, rows, base, size, factor):
+    """Writes acc{i}_{m} * factor for the thread's own rows below `rows`, from base(row)."""
+    lines = []
+    for i in R:
+        lines += [f"if (first + r + {i}u * RG < {rows}) {{",
+                  f"    let row = at.batch * {rows} + first + r + {i}u * RG;"]
+        lines += [f"    put4({base}, {size}, c + {m}u * GROUPS, {acc}{i}_{m} * {factor});" for m in range(count)]
+        lines += ["}"]
+    return lines
+
+
+def _declare(*names, count=0):
+    """Scalars name{i}{j} (count 0) or vec4 accumulators name{i}_{m}, m < count."""
+    if not count:
+        return [f"var {n}{i}{j} = 0.0;" for n in names for i in R for j in R]
+    return [f"var {n}{i}_{m} = vec4<f32>();" for n in names for i in R for m in range(count)]
+
+
+def _entry_body(entry, nq, nv, tiles):
+    mq, mv = (-(-n // (tiles.other // 4)) for n in (nq, nv))
+    own_row = [f"first + r + {i}u * RG" for i in R]
+    tile_row = [f"start + c + {j}u * GROUPS" for j in R]
+    rows = "params.keys" if entry == "dkv" else "params.queries"
+    body = [f"let b = block(wg, nwg, {rows}, OWN);",
+            "if (b.x >= params.batch) {", "    return;", "}",
+            "let at = place(b.x);", "let first = b.y;", "let r = li / GROUPS;", "let c = li % GROUPS;"]
+    if entry == "forward":
+        keys, own = ("start", "params.keys"), ("first", "params.queries")
+        body += _declare("s") + _declare("p") + _declare("a", count=mv)
+        body += [f"var top{i} = LOWEST;" for i in R] + [f"var total{i} = 0.0;" for i in R]
+        body += ["for (var start = 0u; start < keys_end(first); start += OTHER) {"]
+        loop = _product("s", Q, K, nq, own, keys)
+        loop += [f"s{i}{j} = {_score(own_row[i], tile_row[j], f's{i}{j}')};" for i in R for j in R]
+        for i in R:   # the tile's max of the thread's part of row i, shared with the row's threads
+            unmasked = [f"select(LOWEST, s{i}{j}, !is_masked(s{i}{j}))" for j in R]
+            loop += [f"row_stats[(r + {i}u * RG) * GROUPS + c] = "
+                     f"max(max({unmasked[0]}, {unmasked[1]}), max({unmasked[2]}, {unmasked[3]}));"]
+        loop += ["workgroupBarrier();"]
+        for i in R:
+            loop += [f"let top_{i} = row_max(r + {i}u * RG, top{i});",
+                     f"let rescale{i} = exp(top{i} - top_{i});", f"top{i} = top_{i};"]
+            loop += [f"a{i}_{m} *= rescale{i};" for m in range(mv)]
+            loop += [f"p{i}{j} = select(0.0, exp(s{i}{j} - top{i}), !is_masked(s{i}{j}));" for j in R]
+            loop += [f"total{i} = total{i} * rescale{i} + (p{i}0 + p{i}1) + (p{i}2 + p{i}3);"]
+        loop += _weights("p", V, keys) + _accumulate("a", mv)
+        body += ["    " + line for line in loop] + ["}"]
+        body += [f"row_stats[(r + {i}u * RG) * GROUPS + c] = total{i};" for i in R] + ["workgroupBarrier();"]
+        body += [f"let sum{i} = row_total(r + {i}u * RG);" for i in R]
+        body += [f"let inverse{i} = select(0.0, 1.0 / sum{i}, sum{i} > 0.0);" for i in R]
+        for i in R:
+            body += [f"a{i}_{m} *= inverse{i};" for m in range(mv)]
+        body += _store("a", mv, "params.queries", "row * params.value_head", "params.value_head", "1.0")
+        for i in R:
+            body += [f"if (c == 0u && {own_row[i]} < params.queries) {{",
+                     f"    out[params.lse_at + at.batch * params.queries + {own_row[i]}] = "
+                     f"select(f32_from_bits(MASKED), top{i} + log(sum{i}), sum{i} > 0.0);", "}"]
+    elif entry == "dq":
+        keys, own = ("start", "params.keys"), ("first", "params.queries")
+        body += _declare("s", "dp") + _declare("a", count=mq)
+        for i in R:   # the rows' (lse, D) from the delta pass, in this kernel's own buffer
+            body += [f"let stat{i} = at.batch * params.queries + min({own_row[i]}, params.queries - 1u);",
+                     f"let lse{i} = out[params.stats_at + 2u * stat{i}];",
+                     f"let delta{i} = out[params.stats_at + 2u * stat{i} + 1u];"]
+        body += ["for (var start = 0u; start < keys_end(first); start += OTHER) {"]
+        loop = _product("s", Q, K, nq, own, keys) + _product("dp", DOUT, V, nv, own, keys)
+        for i in R:
+            for j in R:
+                loop += [f"s{i}{j} = {_score(own_row[i], tile_row[j], f's{i}{j}')};",
+                         f"s{i}{j} = select(0.0, exp(s{i}{j} - lse{i}) * (dp{i}{j} - delta{i}), !is_masked(s{i}{j}));"]
+        loop += _weights("s", K, keys) + _accumulate("a", mq)
+        body += ["    " + line for line in loop] + ["}"]
+        body += _store("a", mq, "params.queries", "row * params.head", "params.head", "params.scale")
+    else:
+        queries, own = ("start", "params.queries"), ("first", "params.keys")
+        body += _declare("s", "dp") + _declare("dk", count=mq) + _declare("dv", count=mv)
+        body += ["// causal: the queries before the workgroup's first key attend none of its keys",
+                 "for (var start = select(0u, first, params.causal == 1u); start < params.queries; start += OTHER) {"]
+        loop = ["for (var j = li; j < OTHER; j += THREADS) {   // the tile's (lse, D) (past the end: masked)",
+                "    let query = at.batch * params.queries + min(start + j, params.queries - 1u);",
+                "    row_stats[2u * j] = saved[params.stats_at + 2u * query];",
+                "    row_stats[2u * j + 1u] = saved[params.stats_at + 2u * query + 1u];",
+                "}"]
+        loop += _product("s", K, Q, nq, own, queries) + _product("dp", V, DOUT, nv, own, queries)
+        for j in R:
+            loop += [f"let lse{j} = row_stats[2u * (c + {j}u * GROUPS)];",
+                     f"let delta{j} = row_stats[2u * (c + {j}u * GROUPS) + 1u];"]
+            for i in R:
+                loop += [f"s{i}{j} = {_score(tile_row[j], own_row[i], f's{i}{j}')};",
+                         f"s{i}{j} = select(0.0, exp(s{i}{j} - lse{j}), !is_masked(s{i}{j}));",
+                         f"dp{i}{j} = s{i}{j} * (dp{i}{j} - delta{j});"]
+        loop += _weights("s", DOUT, queries) + _accumulate("dv", mv) + _weights("dp", Q, queries)
+        loop += _accumulate("dk", mq)
+        body += ["    " + line for line in loop] + ["}"]
+        body += _store("dk", mq, "params.keys", "row * params.head", "params.head", "params.scale")
+        body += _store("dv", mv, "params.keys", "params.dv_at + row * params.value_head", "params.value_head", "1.0")
+    return body
 
 
 def _attention_source(entry, nq, nv):
-    """shaders/attention.wgsl with the entry point `entry` written out for rows of nq (q, k) and nv
-    (v) vec4s, each of a thread's vectors unrolled into named vec4s."""
-    Q, V = range(nq), range(nv)
-
-    def dot(name, own, tile, base, n):   # hsum(name) is own . the staged row from `base`
-        return ([f"var {name} = {own}0 * {tile}[{base}];"] +
-                [f"{name} = fma({own}{i}, {tile}[{base} + {i}u], {name});" for i in range(1, n)])
-
-    def put(name, at, size, n, factor):
-        return [f"put4({at}, {size}, {i}u, {name}{i} * {factor});" for i in range(n)]
-    head = ["@compute @workgroup_size(ROWS)",
-            f"fn {entry}(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,",
-            "        @builtin(local_invocation_index) li: u32) {"]
-    if entry == "forward":
-        body = ["let at = place(wg, nwg, li, params.queries);"]
-        body += [f"let q{i} = own4(at, 0u, {i}u);" for i in Q] + [f"var a{i} = vec4<f32>();" for i in V]
-        body += ["var top = 0.0;     // the largest score so far (where total > 0)",
-                 "var total = 0.0;   // the sum of exp(score - top)",
-                 "let end = keys_end(block(wg, nwg, params.queries).y);",
-                 "for (var start = 0u; start < end; start += TILE) {",
-                 "    load_tiles(at, li, start, params.keys, true);",
-                 "    workgroupBarrier();",
-                 "    for (var j = 0u; j < TILE; j++) {",
-                 "        let e = j * NQ;"]
-        body += ["        " + line for line in dot("d", "q", "tile_e", "e", nq)]
-        body += ["        let s = score(at, at.row, start + j, hsum(d));",
-                 "        if (!is_masked(s)) {",
-                 "            if (total == 0.0 || s > top) {",
-                 "                let rescale = select(0.0, exp(top - s), total > 0.0);",
-                 "                total *= rescale;"]
-        body += [f"                a{i} *= rescale;" for i in V]
-        body += ["                top = s;",
-                 "            }",
-                 "            let p = exp(s - top);",
-                 "            total += p;",
-                 "            let w = j * NV;"]
-        body += [f"            a{i} = fma(vec4(p), tile_v[w + {i}u], a{i});" for i in V]
-        body += ["        }", "    }",
-                 "    workgroupBarrier();   // the tiles are read before the next are staged", "}",
-                 "if (at.live) {",
-                 "    let row = at.batch * params.queries + at.row;",
-                 "    let inverse = select(0.0, 1.0 / total, total > 0.0);"]
-        body += ["    " + line for line in put("a", "row * params.value_head", "params.value_head", nv, "inverse")]
-        body += ["    out[params.lse_at + row] = select(f32_from_bits(MASKED), top + log(total), total > 0.0);", "}"]
-    elif entry == "dq":
-        body = ["let at = place(wg, nwg, li, params.queries);",
-                "let row = at.batch * params.queries + at.row;"]
-        body += [f"let q{i} = own4(at, 0u, {i}u);" for i in Q] + [f"let g{i} = own4(at, 3u, {i}u);" for i in V]
-        body += ["var dd = vec4<f32>();"]
-        body += [f"dd = fma(g{i}, saved4(at.live, row * params.value_head, params.value_head, {i}u), dd);" for i in V]
-        body += ["let delta = hsum(dd);",
-                 "let lse = select(0.0, saved[params.lse_at + row], at.live);",
-                 "if (at.live) {",
-                 "    out[params.stats_at + 2u * row] = lse;",
-                 "    out[params.stats_at + 2u * row + 1u] = delta;",
-                 "}"]
-        body += [f"var a{i} = vec4<f32>();" for i in Q]
-        body += ["let end = keys_end(block(wg, nwg, params.queries).y);",
-                 "for (var start = 0u; start < end; start += TILE) {",
-                 "    load_tiles(at, li, start, params.keys, true);",
-                 "    workgroupBarrier();",
-                 "    for (var j = 0u; j < TILE; j++) {",
-                 "        let e = j * NQ;",
-                 "        let w = j * NV;"]
-        body += ["        " + line for line in dot("d", "q", "tile_e", "e", nq)]
-        body += ["        let s = score(at, at.row, start + j, hsum(d));",
-                 "        if (!is_masked(s)) {"]
-        body += ["            " + line for line in dot("dp", "g", "tile_v", "w", nv)]
-        body += ["            let ds = exp(s - lse) * (hsum(dp) - delta);"]
-        body += [f"            a{i} = fma(vec4(ds), tile_e[e + {i}u], a{i});" for i in Q]
-        body += ["        }", "    }", "    workgroupBarrier();", "}",
-                 "if (at.live) {"]
-        body += ["    " + line for line in put("a", "row * params.head", "params.head", nq, "params.scale")]
-        body += ["}"]
-    else:
-        body = ["let at = place(wg, nwg, li, params.keys);"]
-        body += [f"let k{i} = own4(at, 1u, {i}u);" for i in Q] + [f"let v{i} = own4(at, 2u, {i}u);" for i in V]
-        body += [f"var dk{i} = vec4<f32>();" for i in Q] + [f"var dv{i} = vec4<f32>();" for i in V]
-        body += ["// causal: the queries before the workgroup's first key attend none of its keys",
-                 "let begin = select(0u, block(wg, nwg, params.keys).y, params.causal == 1u);",
-                 "for (var start = begin; start < params.queries; start += TILE) {",
-                 "    load_tiles(at, li, start, params.queries, false);",
-                 "    for (var i = li; i < TILE; i += ROWS) {   // (0 past the last query: p is 0 there)",
-                 "        let query = at.batch * params.queries + start + i;",
-                 "        let live = start + i < params.queries;",
-                 "        let stats = vec2<f32>(saved[params.stats_at + 2u * query],",
-                 "                              saved[params.stats_at + 2u * query + 1u]);",
-                 "        tile_stats[i] = select(vec2<f32>(0.0), stats, live);",
-                 "    }",
-                 "    workgroupBarrier();",
-                 "    for (var j = 0u; j < TILE; j++) {",
-                 "        let e = j * NQ;",
-                 "        let w = j * NV;"]
-        body += ["        " + line for line in dot("d", "k", "tile_e", "e", nq)]
-        body += ["        let s = score(at, start + j, at.row, hsum(d));",
-                 "        if (!is_masked(s)) {",
-                 "            let stats = tile_stats[j];",
-                 "            let p = exp(s - stats.x);"]
-        body += ["            " + line for line in dot("dp", "v", "tile_v", "w", nv)]
-        body += ["            let ds = p * (hsum(dp) - stats.y);"]
-        body += [f"            dv{i} = fma(vec4(p), tile_v[w + {i}u], dv{i});" for i in V]
-        body += [f"            dk{i} = fma(vec4(ds), tile_e[e + {i}u], dk{i});" for i in Q]
-        body += ["        }", "    }", "    workgroupBarrier();", "}",
-                 "if (at.live) {",
-                 "    let row = at.batch * params.keys + at.row;"]
-        body += ["    " + line for line in put("dk", "row * params.head", "params.head", nq, "params.scale")]
-        dv = put("dv", "params.dv_at + row * params.value_head", "params.value_head", nv, "1.0")
-        body += ["    " + line for line in dv]
-        body += ["}"]
-    entries = "\n".join(head + ["    " + line for line in body] + ["}"])
-    return fill("attention", ATTENTION_PARAMS, rows=str(ATTENTION_ROWS), tile=str(_attention_tile(nq, nv)),
-                nq=str(nq), nv=str(nv), entries=entries)
+    """shaders/attention.wgsl with the entry point `entry` written out for heads of nq (q, k) and nv
+    (v) vec4s."""
+    tiles = attention_tiles(nq, nv)
+    entries = ""
+    if entry != "delta":
+        head = ["@compute @workgroup_size(THREADS)",
+                f"fn {entry}(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,",
+                "        @builtin(local_invocation_index) li: u32) {"]
+        entries = "\n".join(head + ["    " + line for line in _entry_body(entry, nq, nv, tiles)] + ["}"])
+    return fill("attention", ATTENTION_PARAMS, threads=str(THREADS), own=str(tiles.own), other=str(tiles.other),
+                chunk=str(tiles.chunk), xw=str(tiles.xw), scratch=str(tiles.scratch), entries=entries)
 
 
 def _mask_storage(q, mask):
