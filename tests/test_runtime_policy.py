@@ -448,6 +448,48 @@ def test_a_full_pool_destroys_the_sizes_asked_for_least_recently(fake_runtime):
     assert set(driver.bind_groups) == set(runtime.bind_groups.ids.values()) == set(), tag("both groups went")
 
 
+def test_a_loop_reuses_its_working_set_past_the_least_pool_limit(fake_runtime, monkeypatch):
+    """A step whose buffers add up to more than POOL_LIMIT makes them once: the pool keeps up to
+    the most bytes ever live, so later steps create and destroy none."""
+    g = rng()
+    monkeypatch.setattr(runtime_module, "POOL_LIMIT", 64 << 10)
+    driver, runtime = fake_runtime()
+    pipeline = kernel(runtime)
+    sizes = [int(s) * 4096 for s in g.integers(4, 9, int(g.integers(6, 12)))]   # well over 64 KiB in all
+
+    def step():
+        held = [runtime.alloc(size) for size in sizes]
+        for i in range(1, len(held)):
+            runtime.dispatch(pipeline, [held[i], held[i - 1]], [], 1)
+        del held   # all freed, as a step's activations are
+        runtime.flush()
+
+    step()
+    buffers = set(driver.buffers)
+    for _ in range(3):
+        step()
+    assert set(driver.buffers) == buffers and not driver.logged("destroy"), tag(f"sizes {sizes}")
+
+
+def test_freed_buffers_are_reused_once_enough_wait_for_a_submit(fake_runtime, monkeypatch):
+    """A chain of large ops, each freeing its input: once RELEASED_SUBMIT_BYTES wait, an allocation
+    submits early and reuses them, instead of a new buffer per op until the queue is full."""
+    g = rng()
+    waiting = int(g.integers(2, 5))
+    size = 4096 * int(g.integers(1, 4))
+    monkeypatch.setattr(runtime_module, "RELEASED_SUBMIT_BYTES", waiting * size)
+    driver, runtime = fake_runtime()
+    pipeline = kernel(runtime)
+    before = len(driver.buffers)
+    x = runtime.alloc(size)
+    for _ in range(MAX_QUEUED - 2):
+        y = runtime.alloc(size)
+        runtime.dispatch(pipeline, [y, x], [], 1)
+        x = y
+    made = len(driver.buffers) - before
+    assert made <= waiting + 2, tag(f"{made} buffers for a chain of {MAX_QUEUED - 2} ops")
+
+
 # ---- everything at once, at random ----
 def test_random_work_keeps_the_driver_consistent(fake_runtime, monkeypatch):
     """Random allocations, frees, dispatches, recordings, replays, reads and pool trims with a small

@@ -21,12 +21,16 @@ are part of the signature: a new value records again); it returns a tensor, or a
 dict of them (returned as fresh detached copies); it does not read tensor values while recorded
 (.item() raises there; read the returned tensors instead). Python side effects other than the
 optimizer's happen only during the first two calls. Functions of cpu tensors just run eagerly.
+
+The recording's elementwise chains are fused into generated kernels, with the same results bit
+for bit (backends/webgpu/fusion.py); `wg.jit(fn, fuse=False)` replays the kernels as recorded.
 """
 import functools
 
 from ._tensor import Tensor
 from .autograd import no_grad
 from .backends import get_backend
+from .backends.webgpu.fusion import fuse
 from .ops.movement import write_into
 
 WARMUP_CALLS = 1   # eager calls before recording: optimizer state and kernels exist by then
@@ -45,9 +49,9 @@ _SLOT = object()
 
 
 class jit:
-    def __init__(self, fn):
+    def __init__(self, fn, *, fuse=True):
         functools.update_wrapper(self, fn)
-        self.fn = fn
+        self.fn, self.fuse = fn, fuse
         self._calls = {}      # signature -> eager calls made so far
         self._programs = {}   # signature -> _Program
 
@@ -90,6 +94,9 @@ class jit:
             outputs.append(out.detach())
             return _SLOT
         program = _Program(runtime, recording, statics, outputs, _map(result, collect))
+        del result   # its autograd graph would keep buffers alive that fusion may keep inside a kernel
+        if self.fuse:
+            fuse(runtime, recording)
         self._programs[signature] = program
         return self._fresh_outputs(program)
 

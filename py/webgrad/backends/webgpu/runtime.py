@@ -33,6 +33,7 @@ from collections import defaultdict
 
 from .bind_groups import BindGroups
 from .index_errors import RECORD, IndexErrors
+from .recording import Recording
 
 PARAMS_BYTES = 256   # one dispatch's parameter block (256 is also the largest legal offset alignment)
 PARAMS_WORDS = PARAMS_BYTES // 4
@@ -56,7 +57,13 @@ REPORTED_LIMITS = RAISED_LIMITS + ("max_compute_workgroups_per_dimension", "min_
 # more (a training loop that reads its loss every 10 steps left the GPU idle while it queued 10
 # steps: on an H100 the replayed CNN step ran 2.1x PyTorch's speed with 1024, 3.0x with 32 or 128).
 MAX_QUEUED = 32
+# The pool keeps freed buffers up to the most bytes ever live (a training loop's working set, as
+# PyTorch's caching allocator keeps it), and at least this many: capped lower, a step whose
+# activations pass it destroyed them and created them again every step (the GPT's 100 MB ones).
 POOL_LIMIT = 256 << 20
+# Freed buffers return to the pool at a submit (queued work may still read them); an allocation
+# finding none of its size submits early once this much waits, so large ops reuse their buffers.
+RELEASED_SUBMIT_BYTES = 64 << 20
 _F32 = struct.Struct("<f")
 _U32 = struct.Struct("<I")
 # _BLOCKS[n] packs n parameter words into a whole block, zero-padded
@@ -138,19 +145,6 @@ class Storage:
             pass
 
 
-class Recording:
-    """The GPU work of one recorded call (see webgrad.jit): its dispatches with their parameter
-    blocks, its buffer uploads, and every buffer they touch, kept alive (out of the pool) for as
-    long as the recording may be replayed."""
-
-    def __init__(self):
-        self.dispatches = []   # (pipeline, buffer handles, grid)
-        self.params = bytearray()
-        self.refresh = []      # (dispatch index, words_fn): parameters recomputed at each replay
-        self.writes = []       # (storage, bytes) uploaded during the call
-        self.storages = set()
-
-
 class Runtime:
     def __init__(self, driver):
         self.driver = driver
@@ -160,9 +154,11 @@ class Runtime:
         self._asked = {}                   # size class -> when it was last allocated (the count of allocs then)
         self._allocs = 0
         self._released = []                # freed since the last submit: queued work may still use them
+        self._released_bytes = 0
         self._queue = []                   # (pipeline, bind group id, params offset, grid)
         self._params = bytearray()
         self._recording = None
+        self.adopted = None                # {handle: None} while fusion.orphans() looks for a recording's orphans
         self._layout_of = {}               # pipeline -> its bindings: kernels of one layout share bind groups
         self.kernel_names = {}             # pipeline -> (kernel's name, its family): the profiler's rows
         self.profiler = None               # a webgrad.profiler.profile while one is open: it submits
@@ -173,8 +169,8 @@ class Runtime:
         # A tensor's buffer is bound whole by the kernels that read it, so it may be no larger.
         self.max_tensor_bytes = min(self.limits["max_storage_buffer_binding_size"], self.limits["max_buffer_size"])
         self._max_groups = self.limits["max_compute_workgroups_per_dimension"]
-        # Freed buffers kept for reuse, at most this many bytes; the rest are destroyed.
-        self.pool_limit = POOL_LIMIT
+        # Freed buffers kept for reuse, at most this many bytes (None: POOL_LIMIT's rule); the rest are destroyed.
+        self.pool_limit = None
         self.index_errors = IndexErrors(self.alloc(RECORD.size), driver)   # kernels that check indices bind it
 
     # ---- buffers ----
@@ -196,6 +192,8 @@ class Runtime:
         self._allocs += 1
         self._asked[size] = self._allocs
         free = self._free[size]
+        if not free and self._released_bytes >= RELEASED_SUBMIT_BYTES:
+            self.flush()
         if free:
             handle = free.pop()
             self.pool_bytes -= size
@@ -208,9 +206,13 @@ class Runtime:
         return Storage(handle, size, self)
 
     def release(self, storage):
+        if self.adopted is not None and storage.handle in self.adopted:   # fusion.orphans(): the recording keeps it
+            self.adopted[storage.handle] = Storage(storage.handle, storage.nbytes, self)
+            return
         self.live_buffers -= 1
         self.live_bytes -= storage.nbytes
         self._released.append((storage.nbytes, storage.handle))
+        self._released_bytes += storage.nbytes
 
     def write(self, storage, data):
         if self._recording is not None:
@@ -265,10 +267,10 @@ class Runtime:
             self._layout_of[handle] = tuple(bindings)
         return handle
 
-    def dispatch(self, pipeline, storages, words, groups, refresh=None):
+    def dispatch(self, pipeline, storages, words, groups, refresh=None, elementwise=None):
         """Queue one dispatch of `groups` workgroups (a count, or an (x, y, z) grid). refresh, when
         given, recomputes the words for each replay of a recording (host-side state such as an
-        optimizer's step count or the random generator's position)."""
+        optimizer's step count or the random generator's position). elementwise: a map's, for fusion.py."""
         if len(words) > PARAMS_WORDS:
             raise RuntimeError(f"webgpu: kernel parameters exceed {PARAMS_WORDS} words "
                                f"(too many dimensions?)")
@@ -284,6 +286,8 @@ class Runtime:
             recording = self._recording
             if refresh is not None:
                 recording.refresh.append((len(recording.dispatches), refresh))
+            if elementwise is not None:
+                recording.elementwise[len(recording.dispatches)] = elementwise
             recording.dispatches.append((pipeline, handles, grid))
             recording.params += self._params[offset:]
             recording.storages.update(storages)
@@ -328,20 +332,24 @@ class Runtime:
         for size, handle in self._released:
             self._free[size].append(handle)
             self.pool_bytes += size
-        self._released = []
-        if self.pool_bytes > self.pool_limit:
+        self._released, self._released_bytes = [], 0
+        if self.pool_bytes > self.pool_cap():
             self._trim_pool()
+
+    def pool_cap(self):
+        return self.pool_limit if self.pool_limit is not None else max(POOL_LIMIT, self.peak_bytes)
 
     def _trim_pool(self):
         """Destroy pooled buffers (WebGPU frees them once submitted work is done) until the pool is
         within its limit, starting with the sizes asked for least recently: destroying the buffers
         a loop is about to ask for again would make it create new ones every time."""
+        cap = self.pool_cap()
         for size in sorted(self._free, key=lambda s: self._asked.get(s, 0)):
             handles = self._free[size]
-            while handles and self.pool_bytes > self.pool_limit:
+            while handles and self.pool_bytes > cap:
                 self._destroy(handles.pop(0))
                 self.pool_bytes -= size
-            if self.pool_bytes <= self.pool_limit:
+            if self.pool_bytes <= cap:
                 return
 
     def sync(self):
@@ -383,4 +391,4 @@ class Runtime:
         the most ever live."""
         return {"live_buffers": self.live_buffers, "live_bytes": self.live_bytes,
                 "pool_buffers": sum(len(handles) for handles in self._free.values()),
-                "pool_bytes": self.pool_bytes, "pool_limit": self.pool_limit, "peak_bytes": self.peak_bytes}
+                "pool_bytes": self.pool_bytes, "pool_limit": self.pool_cap(), "peak_bytes": self.peak_bytes}

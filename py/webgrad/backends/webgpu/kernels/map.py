@@ -2,6 +2,7 @@
 scalars, one thread per element, for every backends.base.Elementwise."""
 import functools
 import math
+from typing import Any, NamedTuple
 
 from .... import dtypes
 from ...base import View, contiguous_strides
@@ -23,11 +24,23 @@ def map_params(nd, tensors, scalars):
                       u32("offsets", 1 + len(tensors)), u32("scalars", scalars))
 
 
+class MapSpec(NamedTuple):
+    """What a map dispatch computes, for the fusion pass (fusion.py) to rebuild it: op over operands
+    of `kinds` (a dtype each, None for a scalar) in `compute`, into out_dtype, over shape; layouts:
+    the strides of out and of each tensor operand, None where contiguous (read at offset + i)."""
+    op: Any
+    kinds: tuple
+    compute: Any
+    out_dtype: Any
+    shape: tuple
+    layouts: tuple
+
+
 class _MapKernel:
     """What map works out once per key: the output's buffer size (and its name for a too-large
-    error), the number of elements, the parameter packer, the workgroups, and the pipeline
-    (runtime.pipeline's arguments in compile until the first dispatch compiles it)."""
-    __slots__ = ("nbytes", "what", "numel", "pack", "groups", "compile", "pipeline")
+    error), the number of elements, the parameter packer, the workgroups, the pipeline
+    (runtime.pipeline's arguments in compile until the first dispatch compiles it) and its MapSpec."""
+    __slots__ = ("nbytes", "what", "numel", "pack", "groups", "compile", "pipeline", "spec")
 
 
 class MapKernels:
@@ -56,7 +69,8 @@ class MapKernels:
         if kernel.numel:
             if kernel.pipeline is None:   # compiled after the allocation, which raises first if too large
                 kernel.pipeline = self.runtime.pipeline(*kernel.compile)
-            self.runtime.dispatch(kernel.pipeline, storages, kernel.pack(offsets, scalars), kernel.groups)
+            self.runtime.dispatch(kernel.pipeline, storages, kernel.pack(offsets, scalars), kernel.groups,
+                                  elementwise=(kernel.spec, offsets, scalars))
         return storages[0]
 
     def _map_kernel(self, key, op, args, shape, compute, out_dtype, out):
@@ -82,6 +96,8 @@ class MapKernels:
         kernel.compile = (pipeline_key, lambda: _map_source(op, kinds, compute, out_dtype, nd, params), "main",
                           ("read_write",) + ("read",) * len(views))
         kernel.pipeline = None
+        kernel.spec = MapSpec(op, kinds, compute, out_dtype, shape,
+                              tuple(None if v is None or v.is_contiguous() else v.strides for v in (out, *views)))
         if len(self._map_kernels) >= MAP_KERNELS_KEPT:
             self._map_kernels.clear()
         self._map_kernels[key] = kernel
@@ -109,16 +125,30 @@ def _map_source(op, kinds, compute, out_dtype, nd, params):
     slot = scalar = 0
     for k, kind in enumerate(kinds):
         x = _OPERANDS[k]
-        raw = op.arg_kinds is not None and op.arg_kinds[k] is not None
         if kind is not None:
             slot += 1
             bindings.append(f"@group(0) @binding({slot + 1}) var<storage, read> in_{x}: array<{kind.wgsl}>;")
             body.append(f"    let at_{x} = {element(slot, x)};")
-            value = f"byte_at(in_{x}[at_{x} >> 2u], at_{x})" if kind is dtypes.uint8 else f"in_{x}[at_{x}]"
-            body.append(f"    let {x} = {value if raw else f'T({value})'};")
+            body.append(f"    let {x} = {operand(op, k, load(kind, f'in_{x}', f'at_{x}'))};")
         else:
-            raw_word = f"params_scalars({scalar}u)"
-            body.append(f"    let {x} = {raw_word if compute.wgsl == 'u32' else f'bitcast<T>({raw_word})'};")
+            body.append(f"    let {x} = {scalar_operand(scalar, compute)};")
             scalar += 1
     body.append(f"    out[o] = {op.wgsl};")
     return fill("map", params, compute=compute.wgsl, bindings="\n".join(bindings), body="\n".join(body))
+
+
+def load(kind, buffer, at):
+    """WGSL: the element of a `kind` buffer at position `at` (a name: uint8 reads it twice)."""
+    return f"byte_at({buffer}[{at} >> 2u], {at})" if kind is dtypes.uint8 else f"{buffer}[{at}]"
+
+
+def operand(op, k, value):
+    """WGSL: op's operand k from its stored value: converted to the compute type T, but where the
+    op takes it raw (arg_kinds: where's condition)."""
+    return value if op.arg_kinds is not None and op.arg_kinds[k] is not None else f"T({value})"
+
+
+def scalar_operand(index, compute):
+    """WGSL: scalar operand `index` of the parameter block, as type T."""
+    word = f"params_scalars({index}u)"
+    return word if compute.wgsl == "u32" else f"bitcast<T>({word})"

@@ -1,0 +1,306 @@
+"""Fusion of a wg.jit recording's elementwise chains: maps that feed one another become one generated
+kernel (DESIGN.md, "fusion under wg.jit").
+
+A recording is a list of dispatches; the map kernels among them (kernels/map.py) say what they
+compute (their MapSpec, offsets and scalar words). The pass walks the dispatches in order and grows
+groups of maps: a map joins the group that last wrote a buffer it reads when
+
+- both have as many elements (one thread per element runs every member, so a value a member wrote
+  is the one the next member reads from the same thread: each buffer a group writes is read and
+  written at one place by all its members, the same offset and layout);
+- the kernel stays within the buffers a stage may bind and within one parameter block;
+- the group may move past the dispatches recorded since its last member: none of them writes a
+  buffer the group reads or writes, or reads a buffer the group writes.
+
+The fused kernel runs at the group's last member's place. A member reads its operands from memory,
+or from the register that holds what an earlier member wrote there; a buffer the group writes is
+stored once, after its last write, unless it is an orphan (nothing outside the recording holds it:
+no tensor, output, optimizer state or saved tensor), accessed by the group alone, and written
+before it is read: then its value never leaves the kernel. Each member keeps its own expression
+with its operands converted as map converts them, so the results are the unfused ones, bit for bit.
+The generated source depends only on the structure (ops, shapes, strides, wiring): offsets and
+scalars are parameters, and the pipeline is cached by the source.
+"""
+import re
+import struct
+import weakref
+from typing import Any, NamedTuple
+
+from .kernels.common import fill
+from .kernels.map import load, operand, scalar_operand
+from .kernels.params import ParamBlock, u32
+from .runtime import PARAMS_BYTES, PARAMS_WORDS
+
+# map's alias of the compute type: a fused kernel's members may compute in different types (a
+# comparison's bool feeding a float where), so each member's lines spell out its own
+_T = re.compile(r"\bT\b")
+
+
+class _Access(NamedTuple):
+    """One operand or output of a map: where its elements lie (strides None: at offset + i)."""
+    handle: int
+    dtype: Any
+    offset: int
+    shape: tuple
+    strides: Any
+
+    @property
+    def place(self):
+        return (self.offset,) if self.strides is None else (self.offset, self.shape, self.strides)
+
+
+class _Map(NamedTuple):
+    """A recorded map dispatch: its index, MapSpec, output, and per operand an _Access or a scalar word."""
+    index: int
+    spec: Any
+    out: _Access
+    operands: tuple
+
+    def accesses(self):
+        return [a for a in self.operands if isinstance(a, _Access)] + [self.out]
+
+
+class _Node:
+    """A dispatch of the fused recording: a recorded one (index), or a group of maps (members);
+    what it reads and writes decides whether a group may move past it."""
+
+    def __init__(self, index, reads, writes, members=()):
+        self.index, self.reads, self.writes, self.members = index, set(reads), set(writes), list(members)
+
+    def blocks(self, group):
+        return bool(self.writes & (group.reads | group.writes) or self.reads & group.writes)
+
+
+def orphans(runtime, recording):
+    """{handle: Storage} of the recording's buffers that nothing but the recording holds. Found by
+    letting go of them all: release() hands those that die back (runtime.adopted)."""
+    alive = [weakref.ref(s) for s in recording.storages]
+    runtime.adopted = dict.fromkeys(s.handle for s in recording.storages)
+    try:
+        recording.storages = set()
+    finally:
+        adopted = {handle: s for handle, s in runtime.adopted.items() if s is not None}
+        runtime.adopted = None
+    recording.storages = {s for s in (ref() for ref in alive) if s is not None} | set(adopted.values())
+    return adopted
+
+
+def fuse(runtime, recording):
+    """Rewrite the recording with its elementwise chains fused; returns how many dispatches it saved."""
+    maps = {index: _as_map(index, recording.dispatches[index][1], *described)
+            for index, described in recording.elementwise.items()}
+    recording.elementwise = {}
+    if len(maps) < 2:
+        return 0
+    fusion = _Fusion(runtime, recording)
+    nodes = fusion.group(maps)
+    dispatches, params, refresh = [], bytearray(), []
+    refreshed = dict(recording.refresh)
+    for node in nodes:
+        if len(node.members) == 1:
+            node.index = node.members[0].index
+        if node.index is not None:
+            if node.index in refreshed:
+                refresh.append((len(dispatches), refreshed[node.index]))
+            dispatches.append(recording.dispatches[node.index])
+            params += recording.params[node.index * PARAMS_BYTES:(node.index + 1) * PARAMS_BYTES]
+            continue
+        internal = fusion.internal(node)
+        pipeline, handles, words = _fused_kernel(runtime, _Plan(node.members, node.writes - internal))
+        dispatches.append((pipeline, handles, recording.dispatches[node.members[-1].index][2]))
+        params += struct.pack(f"<{len(words)}I", *words).ljust(PARAMS_BYTES, b"\0")
+        recording.storages -= {fusion.dead[h] for h in internal}   # no kernel touches them now: back to the pool
+    saved = len(recording.dispatches) - len(dispatches)
+    recording.dispatches, recording.params, recording.refresh = dispatches, params, refresh
+    return saved
+
+
+def _as_map(index, handles, spec, offsets, scalars):
+    tensors = iter(zip(handles[1:], offsets[1:], spec.layouts[1:]))
+    words = iter(scalars)
+
+    def operand_access(kind):
+        if kind is None:
+            return next(words)
+        handle, offset, strides = next(tensors)
+        return _Access(handle, kind, offset, spec.shape, strides)
+    out = _Access(handles[0], spec.out_dtype, offsets[0], spec.shape, spec.layouts[0])
+    return _Map(index, spec, out, tuple(operand_access(kind) for kind in spec.kinds))
+
+
+class _Fusion:
+    """One recording's pass: who binds each buffer, and which buffers nothing outside it holds."""
+
+    def __init__(self, runtime, recording):
+        self.runtime, self.recording = runtime, recording
+        self.dead = orphans(runtime, recording)
+        self.uploaded = {storage.handle for storage, _ in recording.writes}
+        self.users = {}   # handle -> the indices of the dispatches that bind it
+        for index, (_, handles, _) in enumerate(recording.dispatches):
+            for handle in handles:
+                self.users.setdefault(handle, set()).add(index)
+
+    def internal(self, group):
+        """The buffers whose values may stay inside the group's kernel (see the module's doc)."""
+        indices = {m.index for m in group.members}
+        return {h for h in group.writes if h in self.dead and h not in self.uploaded and self.users[h] <= indices
+                and _written_first(group.members, h)}
+
+    def group(self, maps):
+        """The recording's dispatches as nodes, in the order they will run, maps grouped."""
+        layout_of = self.runtime._layout_of
+        nodes = []
+        for index, (pipeline, handles, _) in enumerate(self.recording.dispatches):
+            m = maps.get(index)
+            if m is None:
+                modes = layout_of[pipeline]
+                nodes.append(_Node(index, handles, [h for h, mode in zip(handles, modes) if mode != "read"]))
+                continue
+            group = _Node(None, [a.handle for a in m.accesses()[:-1]], [m.out.handle], [m])
+            producers = []
+            for a in m.operands:
+                if isinstance(a, _Access):
+                    writer = next((n for n in reversed(nodes) if a.handle in n.writes), None)
+                    if writer is not None and writer.members and writer not in producers:
+                        producers.append(writer)
+            for producer in sorted(producers, key=nodes.index, reverse=True):
+                at = nodes.index(producer)
+                joined = _Node(None, producer.reads | group.reads, producer.writes | group.writes,
+                               producer.members + group.members)
+                if self.joinable(joined) and not any(n.blocks(producer) for n in nodes[at + 1:]):
+                    del nodes[at]
+                    group = joined
+            nodes.append(group)
+        return nodes
+
+    def joinable(self, group):
+        """Whether the group's maps may run as one kernel, one thread per element."""
+        members = group.members
+        if any(_numel(m.spec.shape) != _numel(members[0].spec.shape) for m in members):
+            return False
+        seen = {}
+        for a in (a for m in members for a in m.accesses()):
+            key = (a.dtype, a.place) if a.handle in group.writes else a.dtype.wgsl
+            if seen.setdefault(a.handle, key) != key:
+                return False
+        plan = _Plan(members, group.writes - self.internal(group))
+        return (len(plan.bound) < self.runtime.limits["max_storage_buffers_per_shader_stage"]   # and the params
+                and 2 + plan.offsets + plan.scalars <= PARAMS_WORDS)
+
+
+def _numel(shape):
+    count = 1
+    for size in shape:
+        count *= size
+    return count
+
+
+def _written_first(members, handle):
+    """Whether the first member that touches the buffer writes it without reading it first."""
+    for m in members:
+        if any(isinstance(a, _Access) and a.handle == handle for a in m.operands):
+            return False
+        if m.out.handle == handle:
+            return True
+    return False
+
+
+class _Plan:
+    """Where a fused kernel's members take their operands from, in order: a scalar word, the value
+    member k computed (("value", k)), or a load; which members store their output (the last write
+    of each buffer in `stored`); and the buffers it binds, in binding order."""
+
+    def __init__(self, members, stored):
+        self.members, self.sources, self.stores, self.bound = members, [], [], []
+        last_write = {m.out.handle: k for k, m in enumerate(members)}
+        written = {}
+        for k, m in enumerate(members):
+            sources = []
+            for a in m.operands:
+                if not isinstance(a, _Access):
+                    sources.append(("scalar", a))
+                elif a.handle in written:
+                    sources.append(("value", written[a.handle]))
+                else:
+                    sources.append(("load", a))
+                    self._bind(a.handle)
+            written[m.out.handle] = k
+            self.stores.append(m.out.handle in stored and last_write[m.out.handle] == k)
+            if self.stores[-1]:
+                self._bind(m.out.handle)
+            self.sources.append(sources)
+        kinds = [kind for sources in self.sources for kind, _ in sources]
+        self.scalars = kinds.count("scalar")
+        self.offsets = kinds.count("load") + sum(self.stores)
+
+    def _bind(self, handle):
+        if handle not in self.bound:
+            self.bound.append(handle)
+
+
+def _fused_kernel(runtime, plan):
+    """(pipeline, bound buffer handles, parameter words) of the kernel that runs a _Plan."""
+    modes = ["read"] * len(plan.bound)
+    types = [None] * len(plan.bound)
+    offsets, scalars, coordinates, body = [], [], {}, []
+
+    def buffer(a, mode):
+        slot = plan.bound.index(a.handle)
+        types[slot] = a.dtype.wgsl
+        if mode != "read":
+            modes[slot] = mode
+        return f"buf{slot}"
+
+    def position(a):
+        offsets.append(a.offset)
+        at = f"params_offsets({len(offsets) - 1}u)"
+        if a.strides is None:
+            return f"{at} + i"
+        c = coordinates.setdefault(a.shape, f"s{len(coordinates)}")
+        terms = [f"{c}_{d} * {stride & 0xFFFFFFFF}u" for d, (size, stride) in enumerate(zip(a.shape, a.strides))
+                 if size != 1 and stride != 0]
+        return " + ".join([at] + terms)
+
+    for k, (m, sources, store) in enumerate(zip(plan.members, plan.sources, plan.stores)):
+        lines = []
+        for n, (x, (kind, source)) in enumerate(zip("abc", sources)):
+            if kind == "scalar":
+                scalars.append(source)
+                lines.append(f"let {x} = {scalar_operand(len(scalars) - 1, m.spec.compute)};")
+            elif kind == "value":
+                lines.append(f"let {x} = {operand(m.spec.op, n, _opaque(f'v{source}', plan.members[source]))};")
+            else:
+                lines.append(f"let at_{x} = {position(source)};")
+                value = load(source.dtype, buffer(source, "read"), f"at_{x}")
+                lines.append(f"let {x} = {operand(m.spec.op, n, value)};")
+        lines.append(f"v{k} = {m.spec.op.wgsl};")
+        body += [f"    var v{k}: {m.spec.out_dtype.wgsl};", "    {",
+                 *(f"        {_T.sub(m.spec.compute.wgsl, line)}" for line in lines), "    }"]
+        if store:
+            body.append(f"    {buffer(m.out, 'read_write')}[{position(m.out)}] = v{k};")
+    head = []
+    for shape, c in coordinates.items():
+        head.append(f"    var {c}_rest = i;")
+        for d in range(len(shape) - 1, 0, -1):
+            head.append(f"    let {c}_{d} = {c}_rest % {shape[d]}u;")
+            head.append(f"    {c}_rest /= {shape[d]}u;")
+        head.append(f"    let {c}_0 = {c}_rest;")
+    params = ParamBlock(u32("numel"), u32("zero"), u32("offsets", len(offsets)), u32("scalars", len(scalars)))
+    bindings = "\n".join(f"@group(0) @binding({slot + 1}) var<storage, {mode}> buf{slot}: array<{kind}>;"
+                         for slot, (mode, kind) in enumerate(zip(modes, types)))
+    source = fill("map", params, compute=plan.members[0].spec.compute.wgsl, bindings=bindings,
+                  body="\n".join(head + body))
+    name = "+".join(m.spec.op.name for m in plan.members)
+    pipeline = runtime.pipeline(("map", name, source), lambda: source, "main", tuple(modes))
+    numel = _numel(plan.members[0].spec.shape)
+    return pipeline, tuple(plan.bound), params.pack(numel=numel, zero=0, offsets=offsets, scalars=scalars)
+
+
+def _opaque(value, member):
+    """WGSL: a float a member computed, as the next member reads it: its bits plus a parameter that is
+    0 at run time but unknown to the compiler, which then cannot fuse the two members' operations
+    (a multiply and the next add into one FMA, as NVIDIA's does) where separate kernels round twice.
+    An add, not a XOR: a value passed on through an identity would be XORed twice and fold back."""
+    if member.spec.out_dtype.wgsl != "f32":
+        return value
+    return f"bitcast<f32>(bitcast<u32>({value}) + params.zero)"

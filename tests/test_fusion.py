@@ -1,0 +1,215 @@
+"""Fusion of wg.jit's elementwise chains (backends/webgpu/fusion.py): a fused replay gives what the
+unfused replay and eager calls give, bit for bit, in as many fewer dispatches as the chains predict."""
+import numpy as np
+import torch
+
+import webgrad as wg
+from webgrad import nn
+from webgrad.nn import functional as F
+from conftest import integers, randn, rng, seed, to_numpy
+
+CALLS = 3   # eager, recorded, replayed
+
+
+def _arrays(result):
+    if isinstance(result, wg.Tensor):
+        return [to_numpy(result)]
+    return [to_numpy(t) for t in result]
+
+
+def _jitted_runs(fn, make_inputs, fuse):
+    """(results of each call, the recording's dispatches, the buffers it keeps) of wg.jit(fn) on
+    fresh inputs each call; make_inputs(call) gives the same inputs for both runs."""
+    jitted = wg.jit(fn, fuse=fuse)
+    results = [_arrays(jitted(*make_inputs(call))) for call in range(CALLS)]
+    (program,) = jitted._programs.values()
+    return results, len(program.recording.dispatches), len(program.recording.storages)
+
+
+def check_fusion(make_fn, make_inputs, saved, kept_fewer=None):
+    """The fused replays of the function make_fn() gives (with state of its own, the same each time)
+    equal its unfused replays and its eager calls bit for bit, with `saved` dispatches fewer (and
+    kept_fewer buffers fewer kept by its recording, where given)."""
+    fused, fused_count, fused_kept = _jitted_runs(make_fn(), make_inputs, True)
+    plain, plain_count, plain_kept = _jitted_runs(make_fn(), make_inputs, False)
+    fn = make_fn()
+    eager = [_arrays(fn(*make_inputs(call))) for call in range(CALLS)]
+    for call in range(CALLS):
+        for k, (ours, unfused, reference) in enumerate(zip(fused[call], plain[call], eager[call])):
+            what = f"call {call}, output {k} (seed {seed()})"
+            np.testing.assert_array_equal(ours, unfused, err_msg=what)
+            np.testing.assert_array_equal(ours, reference, err_msg=what)
+    assert plain_count - fused_count == saved, (plain_count, fused_count)
+    if kept_fewer is not None:
+        assert plain_kept - fused_kept == kept_fewer, (plain_kept, fused_kept)
+    return fused
+
+
+def _inputs(*shapes):
+    """make_inputs for check_fusion: fresh random arrays of these shapes for each call."""
+    calls = [[randn(*shape) for shape in shapes] for _ in range(CALLS)]
+    return lambda call: [wg.tensor(a, device="webgpu") for a in calls[call]]
+
+
+def test_chain_with_broadcasts_and_scalars_is_one_kernel():
+    def fn(x, row, col):
+        return ((x * row + col).exp() * 0.5 - x).relu() / (col + 2.0)
+    make = _inputs((5, 7), (1, 7), (5, 1))
+    # 8 maps: col + 2.0 runs over col's 5 elements, apart; the other 7 are one kernel, which keeps
+    # their 6 intermediates to itself (the recording lets go of those buffers)
+    fused = check_fusion(lambda: fn, make, saved=6, kept_fewer=6)
+    x, row, col = (torch.from_numpy(to_numpy(t)) for t in make(CALLS - 1))
+    np.testing.assert_allclose(fused[-1][0], (((x * row + col).exp() * 0.5 - x).relu() / (col + 2.0)).numpy(),
+                               rtol=1e-6, atol=1e-6)
+
+
+def test_views_strided_reads_and_writes():
+    start = randn(6, 8)
+
+    def make_fn():
+        acc = wg.tensor(start, device="webgpu")
+
+        def fn(x, y):
+            t = x[:, 1::2] * y.t()      # strided and transposed reads
+            acc[:, ::2] += t.sigmoid()  # a strided in-place write into a tensor that outlives the call
+            return acc * 1.0
+        return fn
+    # 7 maps: the 6 over acc's 24-element slice (mul, sigmoid, and the in-place add's copies) are one
+    # kernel; acc * 1.0 runs over 48 elements, so it stays apart
+    check_fusion(make_fn, _inputs((6, 8), (4, 6)), saved=5)
+
+
+def test_an_intermediate_read_through_another_layout_is_not_fused():
+    def fn(x, y):
+        t = x * 2.0
+        return t.t() + y            # thread i needs t's element at another place: two kernels
+    check_fusion(lambda: fn, _inputs((3, 5), (5, 3)), saved=0)
+
+
+def test_a_chain_past_the_binding_limit_splits(monkeypatch):
+    # WebGPU's default: 8 storage buffers per stage, the parameters' one of them
+    monkeypatch.setitem(wg.get_backend("webgpu").runtime.limits, "max_storage_buffers_per_shader_stage", 8)
+
+    def fn(*xs):
+        total = xs[0]
+        for x in xs[1:]:
+            total = total + x
+        return total
+    # 8 adds of 9 inputs: the first 5 bind 6 inputs and the sum the 6th reads (7 buffers); the last
+    # 3 bind that sum, 3 inputs and their result
+    check_fusion(lambda: fn, _inputs(*[(3, 4)] * 9), saved=6)
+
+
+def test_chain_feeding_a_reduction():
+    def fn(x, m):
+        return ((x - m) ** 2 * 0.25).sum(dim=1)
+    check_fusion(lambda: fn, _inputs((6, 9), (6, 1)), saved=2)
+
+
+def test_intermediate_also_returned_and_read_by_two_consumers():
+    def fn(x, y):
+        t = x * y
+        u = t.tanh()
+        return t, (t + 1.0) * u - t * t
+    # t is an output: stored; u and the rest stay in the kernel
+    check_fusion(lambda: fn, _inputs((4, 10), (4, 10)), saved=5, kept_fewer=4)
+
+
+def test_comparisons_where_ints_and_bytes_mix_dtypes():
+    image = integers(8, 5, high=256).astype(np.uint8)
+
+    def make_fn():
+        pixels = wg.tensor(image, device="webgpu")   # uint8 (a jit input cannot be: it is copied by a kernel)
+
+        def fn(x, y, n):
+            keep = (x > 0.0) & (y < x)
+            return wg.where(keep, x * 2.0, y), (n * 3 + 1) * n, (pixels.float() / 255.0 - 0.5) * x
+        return fn
+    make_floats = _inputs((8, 5), (8, 5))
+    counts = [integers(8, 5).astype(np.int32) for _ in range(CALLS)]
+
+    def make(call):
+        return [*make_floats(call), wg.tensor(counts[call], device="webgpu")]
+    # gt and lt (f32), and (bool), mul, where (f32): one kernel; the int32 mul, add, mul: another; the
+    # pixels' float, div, sub, mul: a third
+    check_fusion(make_fn, make, saved=9)
+
+
+def test_in_place_updates_of_state_and_inputs():
+    start = randn(3, 4)
+
+    def make_fn():
+        state = wg.tensor(start, device="webgpu")
+
+        def fn(x):
+            t = x * 2.0
+            x.add_(1.0)                  # after t read it, before t + x reads it
+            state.mul_(0.9).add_(t * 0.1)
+            return t + x, state * 1.0
+        return fn
+    # 10 maps (in-place updates go through copies): t = x * 2 stays alone, as it read x before x.add_
+    # wrote it and may not move past that write; the others make two kernels
+    check_fusion(make_fn, _inputs((3, 4)), saved=7)
+
+
+def test_a_dispatch_in_between_that_writes_an_operand_keeps_the_order():
+    weight, grad = randn(4, 6), randn(4, 6)
+
+    def make_fn():
+        p = nn.Parameter(wg.tensor(weight, device="webgpu"))
+        p.grad = wg.tensor(grad, device="webgpu")
+        opt = wg.optim.SGD([p], lr=0.5)
+
+        def fn(x):
+            t = p.detach() * x
+            opt.step()                   # writes p in place: t's kernel may not move past it
+            return t + p.detach()
+        return fn
+    fused = check_fusion(make_fn, _inputs((4, 6)), saved=0)
+    assert not np.array_equal(fused[1][0], fused[2][0])   # p moved on at the replay
+
+
+def _train_losses(model, loss_of, x, y, fuse, steps=4):
+    """Losses and final weights of a few jitted training steps (Adam) on one batch (numpy arrays)."""
+    opt = wg.optim.Adam(model.parameters(), lr=1e-2)
+
+    def step(x, y):
+        loss = loss_of(model, x, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    jitted = wg.jit(step, fuse=fuse)
+    wg.manual_seed(seed())   # the same dropout masks in both runs
+    losses = [jitted(wg.tensor(x, device="webgpu"), wg.tensor(y, device="webgpu")).item() for _ in range(steps)]
+    (program,) = jitted._programs.values()
+    weights = {k: to_numpy(v) for k, v in model.state_dict().items()}
+    return losses, weights, len(program.recording.dispatches)
+
+
+def _same_training(make_model, loss_of, x, y):
+    """Trains make_model() with and without fusion: the same losses and weights, bit for bit;
+    returns the dispatches fusion saved in the replayed step."""
+    runs = []
+    for fuse in (True, False):
+        wg.manual_seed(seed())
+        runs.append(_train_losses(make_model(), loss_of, x, y, fuse))
+    (fused, fused_weights, fused_count), (plain, plain_weights, plain_count) = runs
+    assert fused == plain and fused[-1] < fused[0], (fused, plain)
+    for name in plain_weights:
+        np.testing.assert_array_equal(fused_weights[name], plain_weights[name], err_msg=name)
+    return plain_count - fused_count
+
+
+def test_mnist_mlp_trains_the_same_fused():
+    x, y = randn(32, 1, 28, 28), integers(32).astype(np.int32)
+    _same_training(lambda: nn.mnist_mlp(hidden=32, device="webgpu"), lambda m, x, y: F.cross_entropy(m(x), y), x, y)
+
+
+def test_gpt_trains_the_same_fused():
+    layers, vocab, block = 2, int(rng().integers(8, 20)), 8
+    config = wg.nn.GPTConfig(block_size=block, vocab_size=vocab, n_layer=layers, n_head=2, n_embd=16, dropout=0.1)
+    tokens = integers(4, block + 1, high=vocab).astype(np.int32)
+    saved = _same_training(lambda: wg.nn.GPT(config, device="webgpu"), lambda m, x, y: m(x, y)[1],
+                           tokens[:, :-1], tokens[:, 1:])
+    assert saved >= layers   # at least each layer's GELU backward, g * gelu_grad(a), is one kernel
