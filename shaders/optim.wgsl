@@ -1,14 +1,23 @@
-// Fused optimizer updates: one dispatch per parameter tensor, one thread per element, reading the
-// gradient and updating the parameter and its state in place with torch.optim's formulas (those of
-// its single-tensor updates, in their order of operations).
+// Fused optimizer updates: one dispatch updates many parameter tensors (all those of a param group,
+// up to what one dispatch can bind), one thread per element, reading the gradient and updating the
+// parameter and its state in place with torch.optim's formulas (those of its single-tensor updates,
+// in their order of operations).
+//
+// The parameters and their state live in a flat arena (webgrad/optim/arena.py): the parameters'
+// region first, then one region per state buffer, laid out alike, region r at r * `region_stride`
+// (all in one buffer, arena_0, or each at the start of its own, arena_r, stride 0). The updated
+// tensors are segments: segment s of the dispatch's SEGMENTS covers its elements up to `ends[s]`
+// (running ends), at element `starts[s]` of each region on, its gradient in grad_of(s, ...) from
+// element `grad_offsets[s]` on. A gradient stays in the buffer the backward pass wrote it to: each is
+// bound as it is (segments may share a binding), so no gradient is copied.
 //
 // Each kind of update is one function below, of one element. Its parameters are named after what
 // kernels/optim.py passes them by name: `param` (a pointer, updated in place), `grad`, the state
 // buffers (pointers) and the hyperparameters, all as the kind's FusedUpdate declares them
 // (webgrad/optim/fused.py; flags arrive as bool). A state buffer that the optimizer's settings
-// leave out is a zero that is not kept. Generated per kind and set of state buffers ({{...}}
-// below): the bindings, and the entry point's loads, its call of the function and its stores.
-// Parameters: kernels/optim.py's optim_params.
+// leave out is a zero that is not kept. Generated per kind, set of state buffers and gradient
+// bindings ({{...}} below): the bindings and grad_of, and the entry point's loads, its call of the
+// function and its stores. Parameters: kernels/optim.py's optim_params.
 
 {{bindings}}
 
@@ -113,6 +122,14 @@ fn adadelta(param: ptr<function, f32>, grad: f32, square_avg: ptr<function, f32>
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
     let i = element_id(wg, nwg, li);
-    if (i >= params.numel) { return; }
+    if (i >= params_ends(SEGMENTS - 1u)) { return; }
+    var s = 0u;          // the segment that holds element i (a few per dispatch: a short scan)
+    var begin = 0u;      // where it begins among the dispatch's elements
+    while (i >= params_ends(s)) {
+        begin = params_ends(s);
+        s++;
+    }
+    let at = params_starts(s) + i - begin;   // the element's place in each region of the arena
+    let grad = grad_of(s, params_grad_offsets(s) + i - begin);
 {{body}}
 }

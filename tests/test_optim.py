@@ -8,7 +8,6 @@ import torch
 import webgrad as wg
 from webgrad import nn, optim
 from webgrad.nn import functional as F
-from webgrad.optim.fused import FusedUpdate
 from conftest import randn, seed, tag
 
 # `device` is conftest's fixture: every test runs on cpu and webgpu
@@ -179,20 +178,6 @@ def test_named_parameters_become_param_names(device):
     assert opt.state_dict()["param_groups"][0]["param_names"] == ["weight", "bias"]
 
 
-@pytest.mark.parametrize("name", list(RICH))
-def test_step_is_one_fused_call_per_parameter(device, monkeypatch, name):
-    params = [wg.randn(4, 3, device=device, requires_grad=True) for _ in range(3)]
-    params[0].grad, params[1].grad = wg.ones(4, 3, device=device), wg.ones(4, 3, device=device)  # the third has none
-    backend, calls = params[0].backend, []
-    real = backend.optimizer_step
-    monkeypatch.setattr(backend, "optimizer_step",
-                        lambda update, *args: (calls.append(update.kind), real(update, *args)))
-    before = params[2].tolist()
-    opt = getattr(optim, name)(params, lr=0.1)
-    opt.step()
-    assert calls == [opt.update.kind] * 2 and params[2].tolist() == before
-
-
 def test_zero_grad(device):
     p = wg.randn(3, device=device, requires_grad=True)
     opt = optim.AdamW([p])
@@ -352,20 +337,6 @@ def test_replayed_steps_match_eager_steps(name, kwargs, schedule):
     np.testing.assert_array_equal(losses, eager_losses)
     for key in eager_state:
         np.testing.assert_array_equal(state[key], eager_state[key], err_msg=key)
-
-
-def test_update_and_kernel_agree_by_name():
-    """A FusedUpdate naming a hyperparameter its WGSL function does not take is refused."""
-    class Mismatched(optim.Adam):
-        update = FusedUpdate("adam", {**optim.Adam.update.hyper, "gamma": "f32"}, optim.Adam.update.states,
-                             optim.Adam.update.numpy)
-
-        def _hyper(self, group, state, fresh):
-            return dict(super()._hyper(group, state, fresh), gamma=1.0)
-    p = wg.zeros(3, device="webgpu", requires_grad=True)
-    p.grad = wg.ones(3, device="webgpu")
-    with pytest.raises(RuntimeError, match="fn adam takes"):
-        Mismatched([p]).step()
 
 
 # ---- errors, as torch's ----

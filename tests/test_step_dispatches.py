@@ -1,19 +1,41 @@
-"""A replayed MNIST training step is as few dispatches as the kernels make it: a change that splits
-one (an unfused bias, an extra reduce pass, a per-parameter copy) shows up here first."""
+"""A replayed training step is as few dispatches as the kernels make it: a change that splits one (an
+unfused bias, an extra reduce pass, a per-parameter copy or update) shows up here first."""
 import pytest
 
 import webgrad as wg
 from webgrad import nn
 from conftest import seed
 
-# batch 128, Adam: the forward products with their biases, cross-entropy's one kernel each way, the
-# gradients' products and reductions, and one fused update per parameter. A GPU's plan has one more:
-# the first layer's weight gradient splits its long K (784 or 18432) over more workgroups and sums the
-# pieces after (a software adapter's shader loops may be long, so it does not split there).
-DISPATCHES = {("mlp", "gpu"): 16, ("cnn", "gpu"): 40, ("mlp", "software"): 15, ("cnn", "software"): 39}
+# MNIST, batch 128, Adam: the forward products with their biases, cross-entropy's one kernel each way,
+# the gradients' products and reductions, and one fused update for all the parameters (they and
+# Adam's state live in one arena; each gradient is read where backward wrote it). A GPU's plan has one
+# more: the first layer's weight gradient splits its long K (784 or 18432) over more workgroups and
+# sums the pieces after (a software adapter's shader loops may be long, so it does not split there).
+# With an update per parameter these were 16 and 40 (15 and 39 on the software plan).
+# The 2-layer GPT (nanoGPT's AdamW with decay and no-decay groups, gradients clipped to norm 1): one
+# update per group, and clipping in four (the norm's partials over all the gradients, their sum, its
+# square root, one scale of all the gradients). With an update per parameter (28) and clipping per
+# gradient it was 244 dispatches; without wg.jit's elementwise fusion it is 112, and was 314.
+DISPATCHES = {("mlp", "gpu"): 13, ("cnn", "gpu"): 33, ("mlp", "software"): 12, ("cnn", "software"): 32,
+              ("gpt", "gpu"): 102, ("gpt", "software"): 102}
+UPDATES = {"mlp": 1, "cnn": 1, "gpt": 2}
 
 
-@pytest.mark.parametrize("name,plan", sorted(DISPATCHES))
+def _kernels(program, family):
+    """How many of the recording's dispatches run kernels of family (a pipeline key's first word)."""
+    runtime = wg.get_backend("webgpu").runtime
+    pipelines = {pipeline for key, pipeline in runtime._pipelines.items() if key[0] == family}
+    return sum(pipeline in pipelines for pipeline, _, _ in program.recording.dispatches)
+
+
+def _replayed(step, *inputs):
+    losses = [step(*inputs).item() for _ in range(3)]   # eager, recorded, replayed
+    (program,) = step._programs.values()
+    assert losses[2] < losses[0]
+    return program
+
+
+@pytest.mark.parametrize("name,plan", sorted(k for k in DISPATCHES if k[0] != "gpt"))
 def test_replayed_mnist_step_dispatches(name, plan, monkeypatch):
     monkeypatch.setattr(wg.get_backend("webgpu"), "is_software", plan == "software")
     wg.manual_seed(seed())
@@ -29,7 +51,28 @@ def test_replayed_mnist_step_dispatches(name, plan, monkeypatch):
         loss.backward()
         opt.step()
         return loss
-    losses = [step(x, y).item() for _ in range(3)]   # eager, recorded, replayed
-    (program,) = step._programs.values()
+    program = _replayed(step, x, y)
+    assert _kernels(program, "optim") == UPDATES[name]
     assert len(program.recording.dispatches) == DISPATCHES[name, plan]
-    assert losses[2] < losses[0]
+
+
+@pytest.mark.parametrize("plan", ["gpu", "software"])
+def test_replayed_gpt_step_dispatches(plan, monkeypatch):
+    monkeypatch.setattr(wg.get_backend("webgpu"), "is_software", plan == "software")
+    wg.manual_seed(seed())
+    model = nn.GPT(nn.GPTConfig(vocab_size=32, block_size=16, n_layer=2, n_head=4, n_embd=32), device="webgpu")
+    opt = model.configure_optimizers(weight_decay=0.1, learning_rate=3e-3)
+    x, y = ((wg.rand(8, 16, device="webgpu") * 32).int() for _ in range(2))
+
+    @wg.jit
+    def step(x, y):
+        _, loss = model(x, y)
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss
+    program = _replayed(step, x, y)
+    assert (_kernels(program, "optim"), _kernels(program, "grad_norm"), _kernels(program, "grad_scale")) == \
+        (UPDATES["gpt"], 1, 1)
+    assert len(program.recording.dispatches) == DISPATCHES["gpt", plan]

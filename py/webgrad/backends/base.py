@@ -179,14 +179,24 @@ class Backend:
     def random(self, numel, normal, draw, dtype): raise NotImplementedError
     def permutation(self, n, half, draw): raise NotImplementedError
 
-    # ---- optim: one fused update of a parameter, in place ----
-    def optimizer_step(self, update, param, grad, states, hyper):
-        """Update param and its state views in place with update (webgrad.optim.fused.FusedUpdate:
-        its kind, hyperparameters and state buffers by name) from grad (contiguous, like param);
-        states: {name: View} of the update's states that this optimizer keeps. hyper() gives the
-        step's hyperparameters as update's record; it runs once per step, and again at each jit
-        replay, so learning-rate changes and step counts reach replayed steps."""
+    # ---- optim: fused updates of many parameters, and gradient clipping over many gradients ----
+    def optimizer_step(self, update, regions, states, segments, hyper):
+        """Update parameters and their state in place with update (webgrad.optim.fused.FusedUpdate:
+        its kind, hyperparameters and state buffers by name). regions: flat Views of an arena
+        (webgrad.optim.arena), laid out alike: the parameters', then one per name in states, one after
+        another in one buffer from its start, or each at the start of its own; segments: (start,
+        grad) for each parameter to update: its elements from `start` of each region, its gradient a
+        contiguous View (in none of the regions' buffers). hyper() gives the step's hyperparameters
+        as update's record; it runs once per call, and again at each jit replay, so learning-rate
+        changes and step counts reach replayed steps."""
         raise NotImplementedError
+
+    # The norm of contiguous gradient Views together, in parts: (storage, count) of partials that a
+    # sum (a max for norm_type inf, a min for -inf) folds into the sum of |x|^norm_type (the max or
+    # the min of |x|; norm_type is not 0); scale_grads multiplies each gradient in place by
+    # min(1, max_norm / (total + 1e-6)) (total: a View of one element), as torch's clipping does.
+    def grad_norm_partials(self, grads, norm_type): raise NotImplementedError
+    def scale_grads(self, grads, max_norm, total): raise NotImplementedError
 
     # ---- scan: running sums of x along dim (from its end when reverse), contiguous in x's shape ----
     def cumsum(self, x, dim, reverse=False): raise NotImplementedError

@@ -179,15 +179,39 @@ class CPUBackend(Backend):
     def permutation(self, n, half, draw):
         return permutation_of(n, half, *draw())
 
-    def optimizer_step(self, update, param, grad, states, hyper):
-        """update.numpy, the NumPy twin of its WGSL function, on the views' arrays (param and states
-        change in place); float hyperparameters are rounded to the parameter's dtype, as the
+    def optimizer_step(self, update, regions, states, segments, hyper):
+        """update.numpy, the NumPy twin of its WGSL function, on each segment's slices of the arena's
+        regions (changed in place); float hyperparameters are rounded to the arena's dtype, as the
         kernel's are to f32."""
-        w = self.view(param)
+        param, *kept = [self.view(region) for region in regions]
         h = hyper()
-        h = h._replace(**{name: w.dtype.type(getattr(h, name)) for name, kind in update.hyper.items() if kind == "f32"})
+        h = h._replace(**{name: param.dtype.type(getattr(h, name)) for name, kind in update.hyper.items()
+                          if kind == "f32"})
+        for start, grad in segments:
+            end = start + grad.numel()
+            with np.errstate(all="ignore"):
+                update.numpy(np, param[start:end], self.view(grad).reshape(-1),
+                             {name: state[start:end] for name, state in zip(states, kept)}, h)
+
+    def grad_norm_partials(self, grads, norm_type):
+        arrays = [np.abs(self.view(g)).reshape(-1) for g in grads]
         with np.errstate(all="ignore"):
-            update.numpy(np, w, self.view(grad), {name: self.view(s) for name, s in states.items()}, h)
+            if norm_type == math.inf:
+                parts = [a.max(initial=0) for a in arrays]
+            elif norm_type == -math.inf:
+                parts = [a.min(initial=math.inf) for a in arrays]
+            else:
+                parts = [(a * a if norm_type == 2 else a if norm_type == 1 else a ** norm_type).sum() for a in arrays]
+        return np.array(parts, dtype=arrays[0].dtype), len(parts)
+
+    def scale_grads(self, grads, max_norm, total):
+        """torch's coefficient: the reciprocal of total + 1e-6, times max_norm, clamped to 1."""
+        norm = self.view(total).reshape(-1)[0]
+        with np.errstate(all="ignore"):
+            coef = norm.dtype.type(max_norm) * (norm.dtype.type(1) / (norm + norm.dtype.type(1e-6)))
+        coef = norm.dtype.type(1) if coef > 1 else coef
+        for g in grads:
+            self.view(g)[...] *= coef
 
     def cumsum(self, x, dim, reverse=False):
         a = self.view(x)

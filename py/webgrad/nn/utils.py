@@ -2,7 +2,10 @@
 
 Clipping stays on the gradients' device: the total norm and the clip coefficient are tensors,
 and every gradient is scaled by min(1, max_norm / (norm + 1e-6)) whatever its value, as PyTorch
-does, so nothing is read back to the host (unless error_if_nonfinite asks for a check).
+does, so nothing is read back to the host (unless error_if_nonfinite asks for a check). Like
+torch's foreach path it works on many gradients at once: per device and dtype, a norm kernel
+covers as many gradients as one dispatch binds (Backend.grad_norm_partials), two small ops fold
+its partials into the norm, and one scale kernel multiplies them all (Backend.scale_grads).
 """
 import math
 
@@ -34,6 +37,30 @@ def _vector_norm(x, norm_type):
     return (x.abs() ** norm_type).sum() ** (1.0 / norm_type)
 
 
+def _by_device_and_dtype(tensors):
+    parts = {}
+    for t in tensors:
+        parts.setdefault((t.device, t.dtype), []).append(t)
+    return parts.values()
+
+
+def _total_norm(tensors, norm_type):
+    """The norm of all the elements of tensors (of one device and dtype), a 0-d tensor."""
+    if norm_type == 0:   # torch's norm of norms counts the tensors with a nonzero, not the nonzeros
+        return _vector_norm(stack([_vector_norm(t, 0) for t in tensors]), 0)
+    first = tensors[0]
+    storage, count = first.backend.grad_norm_partials([t.contiguous()._view for t in tensors], norm_type)
+    partials = Tensor(storage, (count,), first.dtype, first.device)
+    if norm_type == math.inf:
+        return partials.amax()
+    if norm_type == -math.inf:
+        return partials.amin()
+    total = partials.sum()
+    if norm_type == 2:
+        return total.sqrt()
+    return total if norm_type == 1 else total ** (1.0 / norm_type)
+
+
 def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """The norm of all the tensors' elements together (the norm of their norms), a 0-d tensor on
     the first tensor's device; 0.0 when there are none."""
@@ -43,8 +70,8 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
         return tensor(0.0)
     device = tensors[0].device
     with no_grad():
-        norms = [_vector_norm(t, norm_type).to(device) for t in tensors]
-        total = _vector_norm(stack(norms), norm_type)
+        norms = [_total_norm(part, norm_type) for part in _by_device_and_dtype(tensors)]
+        total = norms[0] if len(norms) == 1 else _vector_norm(stack([n.to(device) for n in norms]), norm_type)
     if error_if_nonfinite and not math.isfinite(total.item()):   # the one host read, only when asked
         raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so "
                            "it cannot be clipped. To disable this error and scale the gradients by the non-finite "
@@ -58,9 +85,14 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
     if not grads:
         return
     with no_grad():
-        coef = (max_norm / (total_norm + 1e-6)).clamp(max=1.0)
-        for g in grads:
-            write_into(g, g * coef.to(g.device))
+        total_norm = total_norm if isinstance(total_norm, Tensor) else tensor(float(total_norm))
+        for part in _by_device_and_dtype(grads):
+            total = total_norm.to(dtype=part[0].dtype, device=part[0].device).reshape(()).contiguous()
+            flat = [g if g.is_contiguous() else g.contiguous() for g in part]   # strided ones: scaled copies
+            part[0].backend.scale_grads([g._view for g in flat], float(max_norm), total._view)
+            for g, scaled in zip(part, flat):
+                if scaled is not g:
+                    write_into(g, scaled)
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):

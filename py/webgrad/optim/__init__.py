@@ -1,4 +1,5 @@
-"""Optimizers with torch.optim's names; each parameter's update is one fused kernel."""
+"""Optimizers with torch.optim's names; a param group's parameters and state live in flat arenas
+and one fused kernel updates them all (optim/arena.py, optim/optimizer.py)."""
 from . import lr_scheduler
 from .adadelta import Adadelta
 from .adagrad import Adagrad

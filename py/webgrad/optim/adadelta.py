@@ -1,5 +1,4 @@
 """Adadelta."""
-from ..ops.creation import zeros_like
 from .fused import FusedUpdate
 from .optimizer import Optimizer, check_settings
 
@@ -30,10 +29,9 @@ class Adadelta(Optimizer):
         check_settings(eps=eps, weight_decay=weight_decay)
         super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize))
 
-    def _init_state(self, param, group, state):
-        state.update(step=0.0, square_avg=zeros_like(param), acc_delta=zeros_like(param))
+    def _initial(self, group):
+        return dict(square_avg=0.0, acc_delta=0.0)
 
-    def _hyper(self, group, state, fresh):
-        state["step"] += 1
+    def _hyper(self, group, step, fresh):
         return dict(lr=group["lr"], rho=group["rho"], eps=group["eps"], weight_decay=group["weight_decay"],
                     maximize=group["maximize"])

@@ -1,5 +1,4 @@
 """Adagrad, with learning-rate decay."""
-from ..ops.creation import full_like
 from .fused import FusedUpdate
 from .optimizer import Optimizer, check_settings
 
@@ -29,14 +28,15 @@ class Adagrad(Optimizer):
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value, maximize=maximize))
         for group in self.param_groups:   # as torch, the state exists from the start
+            arenas = self._arenas_of(group)
             for p in group["params"]:
-                self._init_state(p, group, self.state.setdefault(p, {}))
+                if not self.state.get(p):
+                    self._new_state(p, arenas)
 
-    def _init_state(self, param, group, state):
+    def _initial(self, group):
         # as torch: the constructor's initial_accumulator_value, whatever the group's
-        state.update(step=0.0, sum=full_like(param, self.defaults["initial_accumulator_value"]))
+        return {"sum": self.defaults["initial_accumulator_value"]}
 
-    def _hyper(self, group, state, fresh):
-        state["step"] += 1
-        return dict(clr=float(group["lr"]) / (1 + (state["step"] - 1) * group["lr_decay"]),
+    def _hyper(self, group, step, fresh):
+        return dict(clr=float(group["lr"]) / (1 + (step - 1) * group["lr_decay"]),
                     weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"])

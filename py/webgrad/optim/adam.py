@@ -1,5 +1,4 @@
 """Adam, and AdamW (Adam with its weight decay decoupled from the gradient)."""
-from ..ops.creation import zeros_like
 from .fused import FusedUpdate, lerp
 from .optimizer import Optimizer, check_settings
 
@@ -43,17 +42,14 @@ class Adam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize, decoupled_weight_decay=decoupled_weight_decay))
 
-    def _init_state(self, param, group, state):
-        state.update(step=0.0, exp_avg=zeros_like(param), exp_avg_sq=zeros_like(param))
-        if group["amsgrad"]:
-            state["max_exp_avg_sq"] = zeros_like(param)
+    def _initial(self, group):
+        return dict(exp_avg=0.0, exp_avg_sq=0.0, **({"max_exp_avg_sq": 0.0} if group["amsgrad"] else {}))
 
-    def _hyper(self, group, state, fresh):
-        state["step"] += 1
+    def _hyper(self, group, step, fresh):
         beta1, beta2 = (float(b) for b in group["betas"])
         return dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
-                    step_size=float(group["lr"]) / (1 - beta1 ** state["step"]),
-                    bias_correction2_sqrt=(1 - beta2 ** state["step"]) ** 0.5, amsgrad=group["amsgrad"],
+                    step_size=float(group["lr"]) / (1 - beta1 ** step),
+                    bias_correction2_sqrt=(1 - beta2 ** step) ** 0.5, amsgrad=group["amsgrad"],
                     maximize=group["maximize"], decoupled_weight_decay=group["decoupled_weight_decay"])
 
 

@@ -1,8 +1,9 @@
 """An optimizer's fused update, declared once.
 
-Each step updates each parameter with one kernel: on the webgpu device the WGSL function named
-`kind` in shaders/optim.wgsl (one thread per element), on cpu its NumPy twin. A FusedUpdate names
-everything that kernel is given, and both devices take it by those names:
+Each step updates a param group's parameters with one kernel: on the webgpu device one that calls
+the WGSL function named `kind` in shaders/optim.wgsl for each element of them all (one thread per
+element), on cpu its NumPy twin on each parameter's slice of the arena (optim/arena.py). A
+FusedUpdate names everything that function is given, and both devices take it by those names:
 
     hyper   the step's hyperparameters and flags, name -> "f32" or "bool". The optimizer gives
             them as a record (`update.record(**values)`) each step, and again at each replay of a
@@ -10,7 +11,7 @@ everything that kernel is given, and both devices take it by those names:
             replayed steps. The webgpu kernel's parameter block is made from these names
             (backends/webgpu/kernels/optim.py) and its WGSL function takes them by name.
     states  the state buffers, by torch's names (the optimizer's state[name], shaped like the
-            parameter). An optimizer passes only those its settings use (Adam keeps no
+            parameter). An optimizer keeps only those its settings use (Adam keeps no
             max_exp_avg_sq without amsgrad); the others are zeros the kernel does not keep.
     numpy   the cpu twin: numpy(np, param, grad, states, h) updates the arrays param and
             states[name] in place with the WGSL function's formulas; h is the record, its floats

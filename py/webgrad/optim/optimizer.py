@@ -1,16 +1,21 @@
 """The Optimizer base: torch.optim's param_groups, per-parameter state, state_dict, zero_grad and
 the one update loop every optimizer shares.
 
-step() does no tensor maths: each parameter with a gradient is updated by one fused kernel,
-`param.backend.optimizer_step(update, param, grad, states, hyper)`, where `update` is the
-optimizer's FusedUpdate (optim/fused.py: its hyperparameters and state buffers by name) and
-hyper() gives that step's record. hyper() also advances per-step state (the step count), because
-a replayed step (webgrad.jit) calls it again without running step().
+step() does no tensor maths: each param group's parameters and their state live in flat arenas
+(optim/arena.py), and the parameters with a gradient are updated together by fused kernels,
+`backend.optimizer_step(update, regions, states, segments, hyper)`: one call per arena and
+per set of parameters at the same step count (torch keeps one per parameter: a parameter without
+a gradient at some step falls behind), each one dispatch unless more parameters than one dispatch
+can bind. `update` is the optimizer's FusedUpdate (optim/fused.py: its hyperparameters and state
+buffers by name) and hyper() gives that step's record. hyper() also advances the step counts,
+because a replayed step (webgrad.jit) calls it again without running step().
 
-An optimizer subclass declares `update` and supplies two methods:
-    _init_state(param, group, state)   fills a parameter's empty state (its tensors, step = 0)
-    _hyper(group, state, fresh)        that step's hyperparameters by name (a dict); fresh is
-                                       True on the step that made the state
+An optimizer subclass declares `update` (and counts_steps, where torch keeps no step) and supplies:
+    _initial(group)               the state buffers the group's settings keep: name -> the value a
+                                  new one starts at (its tensors are arena views shaped like the
+                                  parameter)
+    _hyper(group, step, fresh)    that step's hyperparameters by name (a dict); step is the count
+                                  after this step, fresh True on the step that made the state
 """
 from collections import defaultdict
 from itertools import chain
@@ -20,6 +25,7 @@ from .._tensor import Tensor
 from ..autograd import enable_grad, no_grad
 from ..ops.creation import tensor, zeros_like
 from ..ops.movement import write_into
+from .arena import GroupArenas, unique
 
 
 def check_settings(**settings):
@@ -31,7 +37,8 @@ def check_settings(**settings):
 
 
 class Optimizer:
-    update = None   # the FusedUpdate this optimizer runs per parameter
+    update = None         # the FusedUpdate this optimizer runs
+    counts_steps = True   # its state keeps a step count, as torch's does (SGD's keeps none)
 
     def __init__(self, params, defaults):
         if isinstance(params, Tensor):
@@ -40,6 +47,7 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.state = defaultdict(dict)   # parameter -> its state dict (Tensor hashes by identity), as torch
         self.param_groups = []
+        self._arenas = {}   # id(group) -> its GroupArenas
         groups = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
@@ -100,32 +108,60 @@ class Optimizer:
                 loss = closure()
         with no_grad():
             for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._step_parameter(p, group)
+                self._step_group(group)
         return loss
 
-    def _step_parameter(self, param, group):
-        state = self.state.get(param, {})
-        fresh = not state
-        if fresh:
-            self._init_state(param, group, state)
-            if state:   # as torch, no entry for a parameter without state (SGD without momentum)
-                self.state[param] = state
-        update = self.update
+    def _step_group(self, group):
+        params = [p for p in unique(group["params"]) if p.grad is not None]
+        if not params:
+            return
+        arenas = self._arenas_of(group)
+        together = {}   # (arena, step count, fresh) -> [(parameter, its state)]: one fused call each
+        for p in params:
+            state = self.state.get(p)
+            fresh = not state
+            if fresh:
+                state = self._new_state(p, arenas)
+            arena = arenas.of[id(p)]
+            together.setdefault((arena, state.get("step"), fresh), []).append((p, state))
+        for (arena, _, fresh), members in together.items():
+            self._update(group, arena, members, fresh)
+
+    def _update(self, group, arena, members, fresh):
+        update, states = self.update, [state for _, state in members]
 
         def hyper():   # once per step, replays included
             nonlocal fresh
-            record = update.record(**self._hyper(group, state, fresh))
+            if self.counts_steps:
+                for state in states:
+                    state["step"] += 1
+            record = update.record(**self._hyper(group, states[0].get("step"), fresh))
             fresh = False
             return record
-        states = {name: state[name]._view for name in update.states if name in state}
-        param.backend.optimizer_step(update, param._view, param.grad.contiguous()._view, states, hyper)
+        segments = [(arena.start[id(p)], _gradient(p, arena)._view) for p, _ in members]
+        arena.regions[0].backend.optimizer_step(update, [r._view for r in arena.regions], arena.names, segments, hyper)
 
-    def _init_state(self, param, group, state):
+    def _arenas_of(self, group):
+        """The group's arenas, made anew where they no longer hold what the group has."""
+        params, initial = unique(group["params"]), self._initial(group)
+        arenas = self._arenas.get(id(group))
+        if arenas is None or not arenas.current(params, initial, self.state):
+            with no_grad():
+                arenas = self._arenas[id(group)] = GroupArenas(params, initial, self.state)
+        return arenas
+
+    def _new_state(self, param, arenas):
+        """param's state at its first step (kept in self.state unless it has none, as torch)."""
+        state = {"step": 0.0} if self.counts_steps else {}
+        state.update(arenas.of[id(param)].new_state(param))
+        if state:
+            self.state[param] = state
+        return state
+
+    def _initial(self, group):
         raise NotImplementedError
 
-    def _hyper(self, group, state, fresh):
+    def _hyper(self, group, step, fresh):
         raise NotImplementedError
 
     # ---- torch's state_dict format: parameters by their index over the groups ----
@@ -187,7 +223,7 @@ class Optimizer:
                                      f"{tuple(param.shape)}")
                 current = state.get(name)
                 if current is None:
-                    current = zeros_like(param)
+                    current = self._arena_view(param, name) or zeros_like(param)
                 write_into(current, value.to(dtype=param.dtype, device=param.device))
                 loaded[name] = current
             elif value is not None:   # torch's SGD may hold momentum_buffer None
@@ -197,9 +233,29 @@ class Optimizer:
         if not state:
             del self.state[param]
 
+    def _arena_view(self, param, name):
+        """param's state tensor `name` in the arena that holds param, or None (the next step makes
+        an arena that holds it, and copies the tensor in)."""
+        for arenas in self._arenas.values():
+            arena = arenas.of.get(id(param))
+            if arena is not None and name in arena.names and arena.holds(param, None):
+                arena.pristine.discard(id(param))
+                return arena.view(param, 1 + arena.names.index(name))
+        return None
+
     def __repr__(self):
         lines = [type(self).__name__ + " ("]
         for i, group in enumerate(self.param_groups):
             lines.append(f"Parameter Group {i}")
             lines += [f"    {k}: {v}" for k, v in sorted(group.items()) if k != "params"]
         return "\n".join(lines) + "\n)"
+
+
+def _gradient(param, arena):
+    """param's gradient as the fused kernel reads it: contiguous, in a buffer other than the arena."""
+    grad = param.grad
+    if grad.shape != param.shape or grad.device != param.device:
+        raise RuntimeError(f"optimizer: a parameter of shape {tuple(param.shape)} on {param.device} has a gradient "
+                           f"of shape {tuple(grad.shape)} on {grad.device}")
+    grad = grad.contiguous()
+    return grad.clone() if id(grad._storage) in arena.storages else grad

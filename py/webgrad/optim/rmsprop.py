@@ -1,5 +1,4 @@
 """RMSprop, optionally centered and with momentum."""
-from ..ops.creation import zeros_like
 from .fused import FusedUpdate, lerp
 from .optimizer import Optimizer, check_settings
 
@@ -40,14 +39,10 @@ class RMSprop(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                                       weight_decay=weight_decay, maximize=maximize))
 
-    def _init_state(self, param, group, state):
-        state.update(step=0.0, square_avg=zeros_like(param))
-        if group["momentum"] > 0:
-            state["momentum_buffer"] = zeros_like(param)
-        if group["centered"]:
-            state["grad_avg"] = zeros_like(param)
+    def _initial(self, group):
+        return dict(square_avg=0.0, **({"momentum_buffer": 0.0} if group["momentum"] > 0 else {}),
+                    **({"grad_avg": 0.0} if group["centered"] else {}))
 
-    def _hyper(self, group, state, fresh):
-        state["step"] += 1
+    def _hyper(self, group, step, fresh):
         return dict(lr=group["lr"], alpha=group["alpha"], eps=group["eps"], weight_decay=group["weight_decay"],
                     momentum=group["momentum"], centered=group["centered"], maximize=group["maximize"])

@@ -1,5 +1,4 @@
 """Stochastic gradient descent with optional momentum, dampening, Nesterov, weight decay and maximize."""
-from ..ops.creation import zeros_like
 from .fused import FusedUpdate
 from .optimizer import Optimizer, check_settings
 
@@ -24,6 +23,7 @@ SGD_UPDATE = FusedUpdate("sgd", dict(lr="f32", weight_decay="f32", momentum="f32
 
 class SGD(Optimizer):
     update = SGD_UPDATE
+    counts_steps = False
 
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
                  maximize=False):
@@ -33,11 +33,10 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize))
 
-    def _init_state(self, param, group, state):
-        if group["momentum"] != 0:
-            state["momentum_buffer"] = zeros_like(param)
+    def _initial(self, group):
+        return {"momentum_buffer": 0.0} if group["momentum"] != 0 else {}
 
-    def _hyper(self, group, state, fresh):
+    def _hyper(self, group, step, fresh):
         return dict(lr=group["lr"], weight_decay=group["weight_decay"], momentum=group["momentum"],
                     dampening=group["dampening"], nesterov=group["nesterov"], maximize=group["maximize"],
                     first_step=fresh)

@@ -1,24 +1,54 @@
-"""The optim family (shaders/optim.wgsl): one fused update per parameter tensor.
+"""The optim family: fused optimizer updates (shaders/optim.wgsl) and gradient clipping's norm and
+scaling (shaders/grad_norm.wgsl, shaders/grad_scale.wgsl), each one dispatch over many tensors.
 
-The optimizer passes down its FusedUpdate (webgrad/optim/fused.py), which names the update's
-hyperparameters and state buffers. From it come the kernel's parameter block and its entry point,
-which calls the WGSL function of the update's kind with every argument matched by name to that
+The tensors a dispatch covers are segments: each a contiguous run of some buffer's elements. The
+gradients stay in the buffers the backward pass wrote them to; a dispatch binds each distinct one
+(segments may share a binding) and learns each segment's place from its parameter block, so a
+dispatch covers as many tensors as the adapter lets a stage bind and the block holds; more take
+more dispatches.
+
+The update's parameter block and entry point come from the optimizer's FusedUpdate
+(webgrad/optim/fused.py), which names the update's hyperparameters and state buffers: the entry
+point calls the WGSL function of the update's kind with every argument matched by name to that
 function's parameters, so the declaration and the WGSL cannot disagree on an order."""
 import functools
 import re
 
 from .common import fill, groups, shader
-from .params import Field, ParamBlock, u32
+from .params import ParamBlock, f32, u32
+from ..runtime import PARAMS_WORDS
 
-_WORD = {"f32": "f32", "bool": "u32"}   # a flag is a u32 word (a storage buffer holds no bool)
+# The norm's loops: each thread visits at most this many elements of a segment (lavapipe ends loops
+# past 65535 iterations), and a workgroup's threads at least this many each (fewer partials to fold).
+NORM_SPAN, NORM_MIN = 4096, 8
+NORM_ORDERS = {2.0: 0, 1.0: 1, float("inf"): 2, float("-inf"): 3}   # shaders/grad_norm.wgsl's order; else 4
 
 
 @functools.lru_cache(maxsize=None)
-def optim_params(update, bound):
-    """The parameter block of update's kernel binding the state buffers `bound`: the element count
-    and each buffer's offset, then the hyperparameters (what changes at each step)."""
-    return ParamBlock(u32("numel"), u32("param_offset"), u32("grad_offset"), *(u32(f"{s}_offset") for s in bound),
-                      *(Field(name, _WORD[kind]) for name, kind in update.hyper.items()))
+def optim_params(update, count):
+    """The parameter block of update's kernel over `count` segments: where region r starts (at
+    r * region_stride), the float hyperparameters and the flags (what changes at each step: the
+    flags as the bits of one word, in the order declared), then the segments."""
+    return ParamBlock(u32("region_stride"), *(f32(name) for name in _floats(update)), u32("flags"),
+                      u32("ends", count), u32("starts", count), u32("grad_offsets", count))
+
+
+def _floats(update):
+    return [name for name, kind in update.hyper.items() if kind == "f32"]
+
+
+def _flags(update):
+    return [name for name, kind in update.hyper.items() if kind == "bool"]
+
+
+@functools.lru_cache(maxsize=None)
+def norm_params(count):
+    return ParamBlock(u32("order"), f32("p"), u32("out_offset"), u32("sizes", count), u32("offsets", count))
+
+
+@functools.lru_cache(maxsize=None)
+def scale_params(count):
+    return ParamBlock(f32("max_norm"), u32("total_offset"), u32("sizes", count), u32("offsets", count))
 
 
 @functools.lru_cache(maxsize=None)
@@ -30,51 +60,175 @@ def _parameters(kind):
     return tuple(re.findall(r"(\w+)\s*:", found.group(1)))
 
 
-def _optim_source(update, bound):
-    """update's kernel: the buffers' bindings, and the entry point's body, which loads the element of
-    each, calls fn <kind> and stores the parameter and the bound states back."""
+def _grad_bindings(binding_of, first, access):
+    """The gradients' bindings, from `first` on, one per distinct buffer (binding_of: each segment's)."""
+    return [f"@group(0) @binding({first + b}) var<storage, {access}> grad_{b}: array<f32>;"
+            for b in range(max(binding_of) + 1)]
+
+
+def _optim_source(update, states, region_binding, binding_of):
+    """update's kernel: the arena's (each region's: region_binding) and the gradients' bindings
+    (binding_of), grad_of, and the entry point's body, which loads the element of the parameter and
+    each state, calls fn <kind> and stores them back."""
     parameters = _parameters(update.kind)
     declared = {"param", "grad", *update.states, *update.hyper}
     if set(parameters) != declared:
         raise RuntimeError(f"shaders/optim.wgsl: fn {update.kind} takes {sorted(parameters)}, but its FusedUpdate "
                            f"declares {sorted(declared)}")
-    bindings = ["@group(0) @binding(1) var<storage, read_write> param_buffer: array<f32>;",
-                "@group(0) @binding(2) var<storage, read> grad_buffer: array<f32>;"]
-    bindings += [f"@group(0) @binding({3 + k}) var<storage, read_write> {s}_buffer: array<f32>;"
-                 for k, s in enumerate(bound)]
-    body = [f"    var {s} = {s}_buffer[params.{s}_offset + i];" for s in ("param", *bound)]
-    body += [f"    var {s}: f32 = 0.0;   // not bound: this optimizer's settings leave it out"
-             for s in update.states if s not in bound]
-    arguments = {"param": "&param", "grad": "grad_buffer[params.grad_offset + i]"}
+    arenas = max(region_binding) + 1
+    lines = [f"@group(0) @binding({1 + b}) var<storage, read_write> arena_{b}: array<f32>;" for b in range(arenas)]
+    lines += [*_grad_bindings(binding_of, 1 + arenas, "read"), f"const SEGMENTS: u32 = {len(binding_of)}u;",
+             "fn grad_of(s: u32, at: u32) -> f32 {", "    switch s {"]
+    last = max(binding_of)
+    for b in range(last + 1):
+        cases = ", ".join([f"{s}u" for s, of in enumerate(binding_of) if of == b] + (["default"] if b == last else []))
+        lines.append(f"        case {cases}: {{ return grad_{b}[at]; }}")
+    lines += ["    }", "}"]
+    regions = {name: f"arena_{b}[{r}u * params.region_stride + at]"
+               for r, (name, b) in enumerate(zip(("param", *states), region_binding))}
+    body = [f"    var {name} = {element};" for name, element in regions.items()]
+    body += [f"    var {s}: f32 = 0.0;   // not kept: this optimizer's settings leave it out"
+             for s in update.states if s not in states]
+    arguments = {"param": "&param", "grad": "grad"}
     arguments.update({s: f"&{s}" for s in update.states})
-    arguments.update({name: f"params.{name}" if kind == "f32" else f"params.{name} != 0u"
-                      for name, kind in update.hyper.items()})
+    arguments.update({name: f"params.{name}" for name in _floats(update)})
+    arguments.update({name: f"(params.flags & {1 << bit}u) != 0u" for bit, name in enumerate(_flags(update))})
     body.append(f"    {update.kind}({', '.join(arguments[p] for p in parameters)});")
-    body += [f"    {s}_buffer[params.{s}_offset + i] = {s};" for s in ("param", *bound)]
-    return fill("optim", optim_params(update, bound), bindings="\n".join(bindings), body="\n".join(body))
+    body += [f"    {element} = {name};" for name, element in regions.items()]
+    return fill("optim", optim_params(update, len(binding_of)), bindings="\n".join(lines), body="\n".join(body))
+
+
+def _segment_loops(binding_of, statement):
+    """One loop per segment over its elements, the thread's first then on by the dispatch's threads;
+    statement(grad element) is the loop's body."""
+    return "\n".join(f"    for (var j = first; j < params_sizes({s}u); j += threads) {{ "
+                     f"{statement(f'grad_{b}[params_offsets({s}u) + j]')} }}" for s, b in enumerate(binding_of))
+
+
+def _norm_source(binding_of):
+    bindings = _grad_bindings(binding_of, 1, "read")
+    bindings.append(f"@group(0) @binding({max(binding_of) + 2}) var<storage, read_write> out: array<f32>;")
+    return fill("grad_norm", norm_params(len(binding_of)), includes=("workgroup",), bindings="\n".join(bindings),
+                segments=_segment_loops(binding_of, lambda x: f"acc = merge(acc, term({x}), 0u);"))
+
+
+def _scale_source(binding_of):
+    bindings = _grad_bindings(binding_of, 1, "read_write")
+    bindings.append(f"@group(0) @binding({max(binding_of) + 2}) var<storage, read> total: array<f32>;")
+    return fill("grad_scale", scale_params(len(binding_of)), bindings="\n".join(bindings),
+                segments=_segment_loops(binding_of, lambda x: f"{x} = {x} * coef;"))
+
+
+def _binding(storages, storage):
+    """storage's place among storages (bound in that order), added where new."""
+    for b, known in enumerate(storages):
+        if known is storage:
+            return b
+    storages.append(storage)
+    return len(storages) - 1
+
+
+def _chunks(views, bindings, words):
+    """views (gradients) in runs for one dispatch each: (the run's indices, its distinct storages,
+    each view's binding among them), at most `bindings` storages and `words` segments a run."""
+    run, storages, binding_of = [], [], []
+    for i, view in enumerate(views):
+        new = all(s is not view.storage for s in storages)
+        if len(run) == words or (new and len(storages) == bindings):
+            yield run, storages, tuple(binding_of)
+            run, storages, binding_of = [], [], []
+        run.append(i)
+        binding_of.append(_binding(storages, view.storage))
+    if run:
+        yield run, storages, tuple(binding_of)
+
+
+def _check_float32(what, view):
+    if view.dtype.name != "float32":
+        raise TypeError(f"webgpu: {what} must be float32 tensors; one is {view.dtype.name}")
+    if not view.is_contiguous():
+        raise ValueError(f"webgpu: {what} must be contiguous")
 
 
 class OptimKernels:
-    def optimizer_step(self, update, param, grad, states, hyper):
-        """Backend.optimizer_step: one dispatch over the parameter's elements; the words of its
-        hyperparameters come from hyper() again at each replay of a recording."""
-        for what, view in (("parameter", param), ("gradient", grad), *states.items()):
-            if view.dtype.name != "float32":
-                raise TypeError(f"webgpu: optimizers update float32 tensors; the {what} is {view.dtype.name}")
-            if not view.is_contiguous():
-                raise ValueError(f"webgpu: the optimizer's {what} must be contiguous")
+    def _free_bindings(self, taken):
+        """The storage buffers a dispatch may bind besides its parameter block and `taken` others."""
+        return self.runtime.limits["max_storage_buffers_per_shader_stage"] - 1 - taken
+
+    def optimizer_step(self, update, regions, states, segments, hyper):
+        """Backend.optimizer_step: a dispatch per run of segments (one, unless they need more bindings
+        or words than one has); hyper() runs once, at the first, which (re)computes its words at each
+        replay of a recording, and the others take its record."""
+        arenas = []
+        region_binding = tuple(_binding(arenas, region.storage) for region in regions)
+        stride = regions[1].offset if len(regions) > 1 and len(arenas) == 1 else 0
+        for r, region in enumerate(regions):
+            _check_float32("the optimizer's parameters and state", region)
+            if region.offset != r * stride:
+                raise ValueError("webgpu: an optimizer's regions lie one after another in one buffer from its "
+                                 "start, or each at the start of its own")
+        for _, grad in segments:
+            _check_float32("the optimizer's gradients", grad)
         unknown = set(states) - set(update.states)
         if unknown:
             raise ValueError(f"{update.kind} keeps no state {sorted(unknown)}")
-        bound = tuple(s for s in update.states if s in states)
-        params = optim_params(update, bound)
-        pipeline = self.runtime.pipeline(("optim", update, bound), lambda: _optim_source(update, bound),
-                                         bindings=("read_write", "read") + ("read_write",) * len(bound))
-        numel = param.numel()
-        where = dict(numel=numel, param_offset=param.offset, grad_offset=grad.offset,
-                     **{f"{s}_offset": states[s].offset for s in bound})
+        words = (PARAMS_WORDS - 2 - len(_floats(update))) // 3
+        record = []
+        for run, storages, binding_of in _chunks([g for _, g in segments], self._free_bindings(len(arenas)), words):
+            params = optim_params(update, len(run))
+            pipeline = self.runtime.pipeline(("optim", update.kind, update, states, region_binding, binding_of),
+                                             lambda b=binding_of: _optim_source(update, states, region_binding, b),
+                                             bindings=("read_write",) * len(arenas) + ("read",) * len(storages))
+            ends, total = [], 0
+            for i in run:
+                total += segments[i][1].numel()
+                ends.append(total)
+            where = dict(region_stride=stride, ends=ends, starts=[segments[i][0] for i in run],
+                         grad_offsets=[segments[i][1].offset for i in run])
 
-        def words():
-            return params.pack(**where, **hyper()._asdict())
-        self.runtime.dispatch(pipeline, [param.storage, grad.storage] + [states[s].storage for s in bound], words(),
-                              groups(numel), refresh=words)
+            def words_of(where=where, params=params, first=not record):
+                if first:
+                    record[:] = [hyper()]
+                flags = sum(1 << bit for bit, name in enumerate(_flags(update)) if getattr(record[0], name))
+                return params.pack(**where, **{name: getattr(record[0], name) for name in _floats(update)}, flags=flags)
+            self.runtime.dispatch(pipeline, [*arenas, *storages], words_of(), groups(total), refresh=words_of)
+
+    def grad_norm_partials(self, grads, norm_type):
+        """Backend.grad_norm_partials: a dispatch per run of gradients, each workgroup one partial."""
+        order = NORM_ORDERS.get(norm_type, 4)
+        for grad in grads:
+            _check_float32("the gradients to clip", grad)
+        runs = list(_chunks(grads, self._free_bindings(1), (PARAMS_WORDS - 3) // 2))
+        counts = [self._norm_groups(max(grads[i].numel() for i in run)) for run, _, _ in runs]
+        out = self.empty(sum(counts), grads[0].dtype)
+        at = 0
+        for (run, storages, binding_of), count in zip(runs, counts):
+            pipeline = self.runtime.pipeline(("grad_norm", binding_of), lambda b=binding_of: _norm_source(b),
+                                             bindings=("read",) * len(storages) + ("read_write",))
+            words = norm_params(len(run)).pack(order=order, p=norm_type if order == 4 else 0.0, out_offset=at,
+                                               sizes=[grads[i].numel() for i in run],
+                                               offsets=[grads[i].offset for i in run])
+            self.runtime.dispatch(pipeline, [*storages, out], words, count)
+            at += count
+        return out, at
+
+    def scale_grads(self, grads, max_norm, total):
+        """Backend.scale_grads: a dispatch per run of gradients."""
+        for grad in grads:
+            _check_float32("the gradients to clip", grad)
+        for run, storages, binding_of in _chunks(grads, self._free_bindings(1), (PARAMS_WORDS - 2) // 2):
+            if any(s is total.storage for s in storages):
+                raise ValueError("webgpu: clipping's total norm cannot share a buffer with the gradients it scales")
+            pipeline = self.runtime.pipeline(("grad_scale", binding_of), lambda b=binding_of: _scale_source(b),
+                                             bindings=("read_write",) * len(storages) + ("read",))
+            words = scale_params(len(run)).pack(max_norm=max_norm, total_offset=total.offset,
+                                                sizes=[grads[i].numel() for i in run],
+                                                offsets=[grads[i].offset for i in run])
+            self.runtime.dispatch(pipeline, [*storages, total.storage], words,
+                                  groups(max(grads[i].numel() for i in run)))
+
+    def _norm_groups(self, largest):
+        """Workgroups for a norm dispatch whose largest segment has `largest` elements: each thread
+        at least NORM_MIN of them, at most NORM_SPAN."""
+        threads = max(-(-largest // NORM_SPAN), min(-(-largest // NORM_MIN), 1 << 16))
+        return min(groups(threads), self.runtime.limits["max_compute_workgroups_per_dimension"])
