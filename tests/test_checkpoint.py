@@ -641,7 +641,8 @@ HOSTILE = {
     # not a checkpoint archive
     "empty file": (b"", ValueError, "not a PyTorch checkpoint"),
     "random bytes": (bytes(range(256)) * 4, ValueError, "not a PyTorch checkpoint"),
-    "a safetensors file under another name": (b"\x0e\0\0\0\0\0\0\0{}            ", ValueError, "not a PyTorch"),
+    "a safetensors file under another name": (b"\x0e\0\0\0\0\0\0\0{}            ", ValueError,
+                                              "not a PyTorch checkpoint.*it is a safetensors file"),
     "torch's legacy format": (_legacy(), ValueError, "before torch 1.6"),
     "TorchScript archive": (_torchscript(), ValueError, "TorchScript"),
     "truncated archive": (GOOD[:-30], ValueError, "not a PyTorch checkpoint"),

@@ -278,7 +278,7 @@ def test_corrupt_weight_files_raise_and_load_nothing(tmp_path, device):
     for what, data in corruptions.items():
         bad = tmp_path / f"{what.replace(' ', '_')}.safetensors"
         bad.write_bytes(data)
-        with pytest.raises(ValueError, match="not a valid safetensors file"):
+        with pytest.raises(ValueError, match=r"not a (valid )?safetensors file"):
             fresh.load_state_dict(wg.load(bad, device=device))
         for k, v in fresh.state_dict().items():
             np.testing.assert_array_equal(v.numpy(), before[k], err_msg=f"{what}: {k} changed")

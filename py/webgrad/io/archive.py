@@ -10,6 +10,8 @@ import io
 import struct
 import zipfile
 
+from ._files import describe
+
 DEVICES_RECORD = "webgrad_devices"   # webgrad's own record: {storage key: the device it was saved from}
 _FOLDER = "archive"                  # the records' folder; torch.save uses the same name for file objects
 _ALIGN = 64
@@ -41,8 +43,13 @@ class Archive:
             infos = self.zip.infolist()
         except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, struct.error, UnicodeDecodeError,
                 ValueError, OverflowError) as e:
-            legacy = " (PyTorch's format from before torch 1.6 is not supported)" if data[:2] == b"\x80\x02" else ""
-            self.fail(f"not a PyTorch checkpoint, the zip archive torch.save writes{legacy}: {e}")
+            what = describe(data)
+            if data[:4] == b"PK\x03\x04":
+                self.fail(f"not a PyTorch checkpoint: a damaged zip archive ({e})")
+            if data[:2] == b"\x80\x02":
+                self.fail(f"not a PyTorch checkpoint: it is {what}, which is not supported")
+            self.fail("not a PyTorch checkpoint (the zip archive torch.save writes): "
+                      + (f"it is {what}" if what else "its bytes are no zip archive"))
         self.records = {}
         for info in infos:
             if info.filename in self.records:

@@ -1,18 +1,19 @@
 """wg.save / wg.load in the safetensors format: an 8-byte little-endian header length, a JSON
 header naming each tensor's dtype, shape and byte range, then the raw little-endian data.
 A file is checked whole before any tensor is made, so a corrupt file loads nothing; the checks are
-the safetensors package's (the entries tile the data section exactly), plus: no duplicate names."""
+the safetensors package's (the entries tile the data section exactly), plus: no duplicate names.
+A file that does not start as one ("not a safetensors file") is told apart from a damaged one ("not
+a valid safetensors file"), and said what it is where its first bytes tell."""
 import json
 import math
 import os
 import struct
 
 from .. import dtypes
-from ._files import open_regular
+from ._files import describe, looks_like_safetensors, open_regular
 
 _CODES = {dtypes.float32: "F32", dtypes.float64: "F64", dtypes.int32: "I32", dtypes.uint8: "U8", dtypes.bool_: "BOOL"}
 _DTYPES = {code: dtype for dtype, code in _CODES.items()}
-_MAX_HEADER = 100 * 1024 * 1024
 
 
 def save(tensors, path, metadata=None):
@@ -51,10 +52,15 @@ def _parse(data, where):
     def fail(why):
         raise ValueError(f"{where}: not a valid safetensors file: {why}")
 
-    if len(data) < 8:
-        fail("shorter than its 8-byte header length")
+    if not looks_like_safetensors(data):   # some other file: say what it is, not what its bytes would mean
+        if len(data) < 8:
+            why = f"{len(data)} bytes, shorter than the 8-byte header length a safetensors file starts with"
+        else:
+            what = describe(data)
+            why = f"it is {what}" if what else "its start is no safetensors header (an 8-byte length, then JSON)"
+        raise ValueError(f"{where}: not a safetensors file: {why}")
     (size,) = struct.unpack("<Q", data[:8])
-    if size > min(len(data) - 8, _MAX_HEADER):
+    if size > len(data) - 8:
         fail(f"header length {size} runs past the end of the file ({len(data)} bytes)")
     try:
         header = json.loads(data[8:8 + size], object_pairs_hook=_unique_keys)
@@ -62,8 +68,6 @@ def _parse(data, where):
         fail(f"the header names {e.args[0]!r} twice")
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         fail(f"header is not JSON ({e})")
-    if not isinstance(header, dict):
-        fail("header is not a JSON object")
     metadata = header.pop("__metadata__", {})
     if not (isinstance(metadata, dict) and all(isinstance(v, str) for v in metadata.values())):
         fail(f"__metadata__ is not an object of strings: {metadata!r}")
