@@ -50,7 +50,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q $(PIP_LINKS) -e '.[test]'
 	@touch $@
 
-# The page's npm packages (Pyodide, uPlot), exactly as locked.
+# The page's npm packages (Pyodide, uPlot, CodeMirror and esbuild to bundle it), exactly as locked.
 $(NPM_DONE): web/package.json web/package-lock.json
 	cd web && npm ci --no-audit --no-fund
 	@touch $@

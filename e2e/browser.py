@@ -44,6 +44,18 @@ def local_only(context, leaks):
     context.route("**/*", guard)
 
 
+def code_text_js(panel="code"):
+    """A JavaScript expression for the text in a code panel's editor (web/editor.js), panel being
+    the id of the element that holds it ("code", "lm-code"). Type into the panel with
+    page.fill("[data-testid=code]", text): the editor's editable element carries the test id."""
+    return f"import('./editor.js').then((editor) => editor.textOf(document.getElementById({panel!r})))"
+
+
+def code_text(page, panel="code"):
+    """The text in a code panel's editor, as code_text_js says."""
+    return page.evaluate(code_text_js(panel))
+
+
 def wait_for(page, condition, timeout_s):
     """Waits until the JavaScript expression condition is truthy in page. It polls with
     page.evaluate (run through DevTools): page.wait_for_function evals the condition inside the

@@ -13,7 +13,10 @@ from collections import Counter
 
 import pytest
 
+from e2e.browser import code_text
 from e2e.conftest import ARTIFACTS, guarded_page, wait_for
+import webgrad as wg
+from webgrad import nn
 from webgrad.cli_gpt import load_gpt
 from webgrad.cli_gpt import sample as cli_sample
 from webgrad.data.text import names
@@ -183,6 +186,13 @@ def test_a_file_that_holds_no_model_is_refused(trained, tmp_path):
                    "(document.querySelector('[data-testid=lm-status]').textContent)", 30)
     assert "corrupt.pt: not a PyTorch checkpoint" in status(page)
     assert "error" in page.get_attribute("[data-testid=lm-status]", "class")
+
+    bare = tmp_path / "bare.pt"   # a state_dict alone, as torch.save(model.state_dict()) writes it
+    wg.save(nn.mnist_mlp(device="cpu").state_dict(), bare)
+    page.set_input_files("[data-testid=lm-upload]", str(bare))
+    wait_for(page, "(t => t.includes('bare.pt') && !t.startsWith('Loading'))"
+                   "(document.querySelector('[data-testid=lm-status]').textContent)", 30)
+    assert "bare.pt: not a GPT checkpoint" in status(page) and "it holds 1.weight, 1.bias" in status(page)
     assert text(page, "lm-val-loss") == before, "a bad file must leave the model as it was"
     assert page.is_enabled("[data-testid=lm-train]")
 
@@ -204,7 +214,7 @@ def test_your_own_text_trains_a_model_of_its_characters(trained):
     page.click("[data-testid=lm-use-text]")
     wait_for_status(page, "Ready", 60)
     assert page.input_value("[data-testid=lm-prompt]") == "It was the b"   # the text's start, to continue
-    assert 'load_text("input.txt")' in page.input_value("[data-testid=lm-code]")
+    assert 'load_text("input.txt")' in code_text(page, "lm-code")
     assert f"{len(own):,} characters, {len(set(own))} different ones" in page.text_content("#lm-about")
     prompt, written = sample(page)
     assert prompt == "It was the b" and set(written) <= set(own)

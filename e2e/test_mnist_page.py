@@ -181,13 +181,24 @@ def test_bad_weights_files_say_why(trained, tmp_path):
     wait_for_status(page, "rror", 20)
     assert "corrupt.safetensors: not a valid safetensors file" in status(page)
 
+    def verdict(name):   # the previous file's error is shown until this one is read: wait for this one's
+        wait_for(page, f"(t => t.includes('{name}') && !t.startsWith('Loading'))"
+                       "(document.querySelector('[data-testid=mnist-status]').textContent)", 30)
+        return status(page)
+
+    noise = tmp_path / "noise.safetensors"
+    noise.write_bytes(os.urandom(20 * 2**20))
+    page.set_input_files("[data-testid=mnist-upload]", str(noise))
+    said = verdict("noise.safetensors")
+    assert "noise.safetensors: not a safetensors file" in said and "header length" not in said, said
+
+    hidden = random.randrange(1, 128)   # the page's MLP has 128
     other = tmp_path / "other.safetensors"
-    wg.save({"1.weight": wg.zeros(64, 784, device="cpu"), "1.bias": wg.zeros(64, device="cpu")}, other)
+    wg.save(nn.Sequential(nn.Flatten(), nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, 10)).to("cpu").state_dict(),
+            other)
     page.set_input_files("[data-testid=mnist-upload]", str(other))
-    # the first file's error is still shown until this one is read: wait for this one's verdict
-    wait_for(page, "(t => t.includes('other.safetensors') && !t.startsWith('Loading'))"
-                   "(document.querySelector('[data-testid=mnist-status]').textContent)", 20)
-    assert "no weights of this page's MLP or CNN" in status(page) and "1.weight [64, 784]" in status(page)
+    said = verdict("other.safetensors")
+    assert f"made for a different model: expected 1.weight 128x784, got {hidden}x784" in said, said
     assert text(page, "mnist-accuracy") == before, "a bad file must leave the model as it was"
     assert page.is_enabled("[data-testid=mnist-train]")
 

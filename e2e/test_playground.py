@@ -2,6 +2,7 @@
 import json
 import os
 
+from e2e.browser import code_text, code_text_js
 from e2e.conftest import wait_for
 
 
@@ -38,7 +39,7 @@ def test_page_loads_and_shows_the_adapter(page, open_playground):
     assert "swiftshader" in adapter.lower() or "software" not in adapter  # a real GPU, or SwiftShader saying so
     assert steps(page) == 0
     assert 0 <= float(text(page, "accuracy")) <= 1
-    assert "import webgrad as wg" in page.input_value("[data-testid=code]")
+    assert "import webgrad as wg" in code_text(page)
     assert page.is_enabled("[data-testid=train]") and page.is_disabled("[data-testid=pause]")
 
 
@@ -92,9 +93,9 @@ def test_a_link_reproduces_settings_and_run(page, open_playground):
     for control, value in {"noise": "20", "ratio": "70", "batch": "8", "hidden": "6, 5", "activation": "relu",
                            "lr": "0.01", "optimizer": "sgd", "l2": "0.001", "seed": "7"}.items():
         assert page.input_value(f"#{control}") == value, control
-    code = page.input_value("[data-testid=code]")
+    code = code_text(page)
     for fragment in ("wg.data.spirals(", "noise=0.2", "test_ratio=0.3", "seed=7", "batch_size=8",
-                     'nn.mlp([2, 6, 5, 2], activation="relu"', "optim.SGD(", "lr=0.01", "weight_decay=0.001"):
+                     'nn.mlp([len(FEATURES), 6, 5, 2], activation="relu"', "optim.SGD(", "lr=0.01", "weight_decay=0.001"):
         assert fragment in code, fragment
 
     def five_steps(p):
@@ -114,7 +115,7 @@ def test_a_link_reproduces_settings_and_run(page, open_playground):
     # and a changed control lands in the link
     page.select_option("[data-testid=dataset]", "gaussians")
     wait_for(page, "location.hash.includes('dataset=gaussians')", 5)
-    assert "seed=7" in page.url and "wg.data.gaussians(" in page.input_value("[data-testid=code]")
+    assert "seed=7" in page.url and "wg.data.gaussians(" in code_text(page)
 
 
 def test_edited_code_runs_and_prints(page, open_playground):
@@ -133,7 +134,8 @@ def test_edited_code_runs_and_prints(page, open_playground):
 
     # the generated script runs as a script, and Play goes on from the model it trained
     page.select_option("[data-testid=dataset]", "xor")
-    wait_for(page, "document.querySelector('[data-testid=code]').value.includes('wg.data.xor(')", 5)
+    page.click("[data-testid=replace-code-replace]")   # the code is edited: the page asks first
+    wait_for(page, f"{code_text_js()}.then((code) => code.includes('wg.data.xor('))", 5)
     page.click("[data-testid=run-code]")
     wait_for(page, "document.querySelector('[data-testid=output]').textContent.includes('step 300:')", 45)
     assert "Error" not in text(page, "status")

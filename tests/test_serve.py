@@ -1,5 +1,5 @@
 """web/serve.py, the server behind `make play`: it serves the site folder's files and nothing else,
-with the page's MIME types and a Content-Security-Policy. Requests go out over a raw socket, so
+with the page's MIME types, a Content-Security-Policy and the cross-origin isolation headers. Requests go out over a raw socket, so
 the client normalises nothing ('..', '%2e', NUL bytes reach the server as written)."""
 import importlib.util
 import os
@@ -172,6 +172,16 @@ def test_the_policy_keeps_the_page_on_its_origin(port):
         allowed = {"'self'", "'none'", "'wasm-unsafe-eval'", "'unsafe-inline'", "data:"}
         assert everything <= allowed, f"sources beyond the origin: {everything - allowed}"
         assert "'unsafe-inline'" not in directives["script-src"] | directives["style-src"]
+
+
+def test_every_response_isolates_the_page(port):
+    """COOP and COEP on everything, errors too: a page is cross-origin isolated (and gets the
+    SharedArrayBuffer that Stop's interrupt needs) only when its document and its worker's script
+    carry them."""
+    for target in ("/", "/app.js", "/pyodide/pyodide.asm.wasm", "/nope.js", "/../outside/secret.txt"):
+        headers = request(port, target)[1]
+        assert headers["cross-origin-opener-policy"] == "same-origin", target
+        assert headers["cross-origin-embedder-policy"] == "require-corp", target
 
 
 def test_the_command_listens_on_localhost_only(site):

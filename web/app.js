@@ -1,27 +1,31 @@
 // The page: three views (tabs) over one worker. This file is the toy playground's view (controls,
 // URL state, plots) and the tabs; mnist.js is the MNIST view and lm.js the language model's. Python
 // and the GPU run in worker.js.
-import uPlot from './uplot/uPlot.esm.js';
 import { lmView } from './lm.js';
 import { mnistView } from './mnist.js';
-import { CHOICES, DEFAULTS, fromHash, parseHidden, scriptFor, toHash } from './script.js';
-import { $, codeKeys, printTo } from './ui.js';
-
-const COLORS = { 0: [245, 147, 34], 1: [8, 119, 189] };  // class 0 orange, class 1 blue
-const GRID = 50;                                          // playground.py's GRID
+import { codeEditor } from './editor.js';
+import { CHOICES, configFrom, DEFAULTS, FEATURES, fromHash, parseFeatures, parseHidden, PRESETS, problemOf, scriptFor,
+         toHash } from './script.js';
+import { drawNetwork, drawOutput, drawScale, lossChart, readFrame, readPoints } from './toy_plots.js';
+import { $, adapterName, printTo, PythonWorker, showToggle } from './ui.js';
 
 // The URL hash holds the shown view's settings; "view=mnist" or "view=lm" marks another view's.
 const VIEWS = ['playground', 'mnist', 'lm'];
 const hashView = new URLSearchParams(location.hash.slice(1)).get('view');
 let view = VIEWS.includes(hashView) ? hashView : 'playground';
-let config = fromHash(view === 'playground' ? location.hash : '');
+const linkCorrections = [];  // what fromHash corrected in the toy's settings of the link
+let config = fromHash(view === 'playground' ? location.hash : '', linkCorrections);
 let worker = null;
 let ready = false;           // the worker has Python and the GPU
 let playing = false;
-let points = null;           // {extent, rows: [[x, y, label, isTest]...]}
-let lastProbs = null;        // the last frame's p(class 1) on the grid
+let playable = false;        // the worker has a model for Play (a script that fails leaves the last one)
+let readyMs = null;          // how long the worker took to start, until the first model is drawn
+let restarted = false;       // Stop restarted the worker: it starts from the controls' script
+const RESTARTED = 'Stopped: Python did not stop within a second, so it is restarting';
+let points = null;           // toy_plots.readPoints's
+let lastFrame = null;        // toy_plots.readFrame's of the last frame
 let curves = [[], [], []];   // steps, training loss, test loss
-let chart = null;
+let setCurves = null;        // the loss chart's
 
 // ---- controls and URL
 
@@ -31,8 +35,9 @@ function setupControls() {
   for (const [key, options] of Object.entries(CHOICES)) {
     $(key).replaceChildren(...options.map((o) => new Option(LABELS[o] ?? o, o)));
   }
-  for (const key of Object.keys(DEFAULTS)) {
-    $(key).addEventListener('change', () => changed(key));
+  $('features').replaceChildren(...Object.entries(FEATURES).map(([name, label]) => featureToggle(name, label)));
+  for (const key of [...Object.keys(DEFAULTS), 'problem', 'preset']) {
+    $(key).addEventListener(key === 'preset' ? 'click' : 'change', () => changed(key));
     $(key).addEventListener('input', () => showRangeValues());
   }
   $('play').onclick = () => worker.postMessage({ type: 'play' });
@@ -40,17 +45,37 @@ function setupControls() {
   $('step').onclick = () => worker.postMessage({ type: 'step' });
   $('reset').onclick = () => worker.postMessage({ type: 'reset', play: playing });
   $('run-code').onclick = runCode;
-  codeKeys($('code'), runCode);
-  showConfig();
+  showControls();
+  code.show(scriptFor(config));
 }
 
-function showConfig() {
+function showControls() {
   for (const key of Object.keys(DEFAULTS)) $(key).value = config[key];
   $('hidden').value = config.hidden.split(',').join(', ');
+  $('hidden').classList.remove('invalid');
+  for (const box of $('features').querySelectorAll('input')) box.checked = config.features.split(',').includes(box.value);
+  for (const key of VIEW_ONLY) $(key).checked = config[key] === 1;
+  const problem = problemOf(config.dataset);
+  $('problem').value = problem;
+  for (const option of $('dataset').options) option.hidden = problemOf(option.value) !== problem;
+  $('preset-why').textContent = PRESETS[config.dataset].why;
+  drawScale($('scale'), problem === 'regression');
   showRangeValues();
-  drawNetwork();
-  $('code').value = scriptFor(config);
+  drawPlots();
 }
+
+// A Features toggle: a checkbox named by the feature, labelled as it reads.
+function featureToggle(name, label) {
+  const box = Object.assign(document.createElement('input'), { type: 'checkbox', value: name });
+  const toggle = document.createElement('label');
+  toggle.className = 'toggle';
+  toggle.dataset.testid = `feature-${name}`;
+  toggle.append(box, label);
+  return toggle;
+}
+
+// Settings that change only what is drawn: no new script.
+const VIEW_ONLY = ['testdata', 'discretize'];
 
 function showRangeValues() {
   $('ratio-out').textContent = $('ratio').value;
@@ -58,20 +83,48 @@ function showRangeValues() {
   $('batch-out').textContent = $('batch').value;
 }
 
-function changed(key) {
+// A control changed: the controls write a new script, once the user agrees to lose edits to the
+// code; if they keep their code, the control goes back to the setting the code was made from.
+async function changed(key) {
   const input = $(key);
+  const next = { ...config };
+  if (VIEW_ONLY.includes(key)) {
+    config[key] = Number(input.checked);
+    history.replaceState(null, '', toHash(config));
+    drawPlots();
+    return;
+  }
   if (key === 'hidden') {
     const widths = parseHidden(input.value);
     input.classList.toggle('invalid', !widths);
     if (!widths) return;
-    config.hidden = widths.join(',');
+    next.hidden = widths.join(',');
+  } else if (key === 'features') {
+    const checked = [...input.querySelectorAll('input:checked')].map((box) => box.value);
+    if (!parseFeatures(checked.join(','))) {  // the network needs an input: the last one stays on
+      showControls();
+      return;
+    }
+    next.features = parseFeatures(checked.join(',')).join(',');
+  } else if (key === 'problem') {   // a data set of the problem chosen, with its preset
+    next.dataset = CHOICES.dataset.find((d) => problemOf(d) === input.value);
+    Object.assign(next, PRESETS[next.dataset].settings);
+  } else if (key === 'preset') {
+    Object.assign(next, PRESETS[config.dataset].settings);
   } else {
-    const next = fromHash(toHash({ ...config, [key]: input.value }));  // validates like a link would
-    config[key] = next[key];
+    next[key] = fromHash(toHash({ ...config, [key]: input.value }))[key];  // validates like a link would
+    if (key === 'dataset') Object.assign(next, PRESETS[next.dataset].settings);
   }
+  const label = input.closest('.field')?.querySelector('.label')?.textContent.replace(/:.*/, '') ?? key;
+  if (!(await code.mayReplace(`You changed “${label}”, and the script below has your edits.`))) {
+    showControls();
+    return;
+  }
+  config = next;
   history.replaceState(null, '', toHash(config));
-  showConfig();
-  load(scriptFor(config));
+  showControls();
+  code.show(scriptFor(config));
+  load(code.text);
 }
 
 // Applies a script: the worker runs it as a module and Play trains what it built.
@@ -79,18 +132,26 @@ function load(source) {
   worker?.postMessage({ type: 'load', source, play: playing });  // no worker: no WebGPU, nothing to run
 }
 
+// Runs the code panel's script; the settings it sets that the controls offer show in them first
+// (when they are all it changed, the code is the controls' again, with its summary line rewritten).
 function runCode() {
   if (!worker) return;
+  const read = configFrom(code.text, config);
+  config = read.settings;
+  history.replaceState(null, '', toHash(config));
+  showControls();
+  if (read.matches) code.show(scriptFor(config));
+  code.markError(null);
   $('output').replaceChildren();
   setBusy(true);
   setStatus('Running your script…');
-  worker.postMessage({ type: 'run', source: $('code').value });
+  worker.postMessage({ type: 'run', source: code.text });
 }
 
 function setBusy(busy) {
-  for (const id of ['reset', 'step', 'run-code', 'play']) $(id).disabled = busy;
-  $('pause').disabled = busy || !playing;
-  if (!busy) $('play').disabled = playing;
+  for (const id of ['reset', 'step', 'play']) $(id).disabled = busy || !playable;
+  $('run-code').disabled = busy;
+  showToggle($('play'), $('pause'), playing, busy || !playing);
 }
 
 function setStatus(text, kind = '') {
@@ -104,60 +165,79 @@ const pythonOutput = () => $(view === 'lm' ? 'lm-output' : 'output');
 // ---- messages from the worker
 
 const handlers = {
-  status: ({ text }) => setStatus(text),
+  status: ({ text }) => setStatus(restarted ? `${RESTARTED}: ${text}` : text),
   'no-webgpu': ({ reason }) => noWebGPU(reason),
   'device-lost': ({ reason }) => gpuLost(reason),
   ready({ adapter, isSoftware, loadMs }) {
-    const name = adapter.name && adapter.name !== adapter.architecture ? adapter.name : `${adapter.vendor} ${adapter.architecture}`;
-    $('adapter').textContent = name + (adapter.adapter_type === 'CPU' ? ' (software)' : '');
-    setStatus(`Ready in ${(loadMs / 1000).toFixed(1)} s: press Play`);
+    $('adapter').textContent = adapterName(adapter);
+    setStatus('Making the model and drawing the data…');   // "Ready" once they are drawn ('ran')
+    readyMs = loadMs;
     setBusy(false);
-    load($('code').value);
+    load(restarted ? scriptFor(config) : code.text);
+    restarted = false;
     ready = true;
+    mnist.adapter(isSoftware);
     lm.adapter(isSoftware);
     others[view]?.start();
   },
   points({ data }) {
-    const [extent, nTrain] = data;
-    const rows = [];
-    for (let i = 2, k = 0; i < data.length; i += 3, k++) rows.push([data[i], data[i + 1], data[i + 2], k >= nTrain]);
-    points = { extent, rows };
+    points = readPoints(data);
+    lastFrame = null;
     curves = [[], [], []];
+    drawScale($('scale'), points.regression);
+    $('score-label').textContent = points.regression ? 'Test R²' : 'Test accuracy';
+    drawPlots();
   },
   frame({ data }) {
-    const [step, trainLoss, testLoss, accuracy] = data;
+    const frame = readFrame(data);
+    const { step, trainLoss, testLoss } = frame;
     $('step-count').textContent = String(step);
     $('loss').textContent = trainLoss.toFixed(3);
     $('test-loss').textContent = testLoss.toFixed(3);
-    $('accuracy').textContent = accuracy.toFixed(3);
+    $('accuracy').textContent = frame.score.toFixed(3);
     if (curves[0].at(-1) !== step) {
       curves[0].push(step);
       curves[1].push(trainLoss);
       curves[2].push(testLoss);
-      chart.setData(curves);
+      setCurves(curves);
     }
-    const layers = data[4];
-    const shapes = Array.from(data.subarray(5, 5 + 2 * layers));
-    let at = 5 + 2 * layers;
-    lastProbs = data.subarray(at, (at += GRID * GRID));
-    const weights = [];
-    for (let i = 0; i < layers; i++) weights.push(data.subarray(at, (at += shapes[2 * i] * shapes[2 * i + 1])));
-    drawBoundary();
-    drawNetwork(shapes, weights);
+    lastFrame = frame;
+    drawPlots();
   },
   state({ playing: now }) {
     playing = now;
     setBusy(false);
     setStatus(now ? 'Training…' : 'Paused');
   },
-  ran({ ok }) {
+  // After each script the worker ran: fresh, its model is the one drawn; otherwise the last one stays.
+  ran({ ok, run, fresh, playable: can }) {
+    playable = can;
     setBusy(false);
-    setStatus(ok ? 'Your script ran: Play trains its model further' : 'Your script raised an error (see below)', ok ? '' : 'error');
+    const script = run ? 'Your script' : 'The script';
+    const play = can ? 'Play trains the model drawn, from the last script that worked' : 'Play waits for a script that works';
+    if (!ok) setStatus(`${script} raised an error (see below): ${play}`, 'error');
+    else if (!fresh) setStatus(`${script} ran, but Play needs more of it (see below): ${play}`, 'error');
+    else if (run) setStatus('Your script ran: Play trains its model further');
+    else setStatus(readyMs === null ? 'Ready: press Play' : `Ready in ${(readyMs / 1000).toFixed(1)} s: press Play`);
+    readyMs = null;
+  },
+  // After Stop: where the interrupt landed; restarted: the worker did not answer and a fresh one starts.
+  stopped({ where, playable: can, steps, restarted: fresh }) {
+    playing = false;
+    playable = can;
+    if (fresh) [ready, restarted] = [false, true];
+    setBusy(fresh);
+    const what = fresh ? RESTARTED.slice('Stopped'.length)
+                       : where ? `: Python was interrupted ${where}` : ` at step ${steps}`;
+    const next = fresh ? 'the controls’ model comes back in a moment, and Run runs your code again'
+                       : can ? 'Play goes on training the model drawn' : 'Play waits for a script that works';
+    setStatus(`Stopped${what}; ${next}.`);
   },
   stdout: ({ text }) => printTo(pythonOutput(), text),
   stderr: ({ text }) => printTo(pythonOutput(), text, 'note'),
   error({ text }) {
     printTo($('output'), text, 'error');   // the toy's error
+    code.markError(text);
     setStatus('Error: see the output under the code', 'error');
     setBusy(false);
   },
@@ -186,82 +266,31 @@ function noWebGPU(reason) {
 
 // ---- drawing
 
-function drawBoundary() {
-  const canvas = $('boundary');
-  const ctx = canvas.getContext('2d');
-  const size = canvas.width;
-  if (lastProbs) {
-    const image = new ImageData(GRID, GRID);
-    lastProbs.forEach((p, i) => image.data.set([...tint(p), 255], 4 * i));
-    const small = new OffscreenCanvas(GRID, GRID);
-    small.getContext('2d').putImageData(image, 0, 0);
-    ctx.imageSmoothingEnabled = true;
-    ctx.drawImage(small, 0, 0, size, size);
-  }
-  if (!points) return;
-  const toPx = (v) => ((v + points.extent) / (2 * points.extent)) * size;
-  for (const [x, y, label, isTest] of points.rows) {
-    ctx.beginPath();
-    ctx.arc(toPx(x), size - toPx(y), 3.5, 0, 2 * Math.PI);
-    ctx.fillStyle = `rgb(${COLORS[label]})`;
-    ctx.fill();
-    ctx.lineWidth = isTest ? 1.2 : 1;
-    ctx.strokeStyle = isTest ? 'rgba(0, 0, 0, 0.75)' : '#fff';
-    ctx.stroke();
-  }
-}
-
-// p(class 1) to a colour: white at 0.5, towards a light orange (0) or light blue (1).
-function tint(p) {
-  const t = Math.min(1, Math.abs(2 * p - 1)) * 0.55;
-  const c = COLORS[p >= 0.5 ? 1 : 0];
-  return c.map((v) => Math.round(255 + (v - 255) * t));
-}
-
-// The network as columns of units; with weights (from a frame), each edge is coloured by its
-// weight's sign (blue +, orange -) and drawn thicker the larger it is, as in the TF Playground.
-function drawNetwork(shapes = null, weights = []) {
-  const chain = shapes?.length > 0 && shapes.every((n, i) => i % 2 === 0 || i + 1 === shapes.length || n === shapes[i + 1]);
-  const widths = chain ? [shapes[0], ...shapes.filter((_, i) => i % 2 === 1)] : [2, ...parseHidden(config.hidden), 2];
-  if (!chain) weights = [];
-  const [w, h, shown] = [300, 220, 8];
-  const xs = widths.map((_, i) => 22 + (i * (w - 44)) / (widths.length - 1));
-  const ys = widths.map((n) => {
-    const k = Math.min(n, shown);
-    return Array.from({ length: k }, (_, j) => h / 2 + (j - (k - 1) / 2) * Math.min(24, (h - 30) / k));
-  });
-  const biggest = Math.max(1e-6, ...weights.map((m) => m.reduce((a, v) => Math.max(a, Math.abs(v)), 0)));
-  const parts = [];
-  for (let i = 0; i + 1 < widths.length; i++) {
-    ys[i + 1].forEach((y1, o) => ys[i].forEach((y0, j) => {
-      const v = weights[i]?.[o * widths[i] + j];
-      const size = Math.abs(v) / biggest;  // inline style: the stylesheet's grey would win over attributes
-      const style = v === undefined ? '' : ` style="stroke: rgb(${COLORS[v >= 0 ? 1 : 0]}); stroke-width: ${(0.4 + 2.6 * size).toFixed(2)};`
-        + ` opacity: ${(0.2 + 0.8 * size).toFixed(2)}"`;
-      parts.push(`<line x1="${xs[i]}" y1="${y0}" x2="${xs[i + 1]}" y2="${y1}"${style}/>`);
-    }));
-  }
-  widths.forEach((n, i) => {
-    const kind = i === 0 ? 'in' : i === widths.length - 1 ? 'out' : 'hid';
-    for (const y of ys[i]) parts.push(`<circle class="${kind}" cx="${xs[i]}" cy="${y}" r="7"/>`);
-    if (n > shown) parts.push(`<text x="${xs[i]}" y="${h - 4}">+${n - shown}</text>`);
-  });
-  $('net').innerHTML = parts.join('');
+// The output plot and the network diagram, from the last frame (or the settings, before one).
+function drawPlots() {
+  drawOutput($('boundary'), points, lastFrame?.output, { testData: config.testdata === 1, discretize: config.discretize === 1 });
+  const features = parseFeatures(config.features);
+  const regression = problemOf(config.dataset) === 'regression';
+  const widths = lastFrame?.widths.length ? lastFrame.widths : [features.length, ...parseHidden(config.hidden), regression ? 1 : 2];
+  // the controls' names, unless the script (edited) has other inputs or outputs
+  const inputNames = widths[0] === features.length ? features.map((f) => FEATURES[f])
+    : Array.from({ length: widths[0] }, (_, j) => `input ${j + 1}`);
+  const outputNames = widths.at(-1) === 1 ? ['value'] : widths.at(-1) === 2 ? ['class 0', 'class 1'] : [];
+  drawNetwork($('net'), widths, inputNames, outputNames, lastFrame);
   $('shape').textContent = `${widths.join(' → ')} units`;
 }
 
-function makeChart() {
-  const box = $('chart');
-  chart = new uPlot({
-    width: box.clientWidth || 360, height: 150,
-    scales: { x: { time: false }, y: { range: (u, min, max) => [0, Math.max(max ?? 1, 0.05)] } },
-    axes: [{ label: 'step', size: 34 }, { size: 50 }],
-    legend: { live: false },
-    cursor: { show: false },
-    series: [{}, { label: 'training loss', stroke: '#f59322', width: 2, points: { show: false } },
-             { label: 'test loss', stroke: '#0b3d63', width: 2, points: { show: false } }],
-  }, curves, box);
-  new ResizeObserver(() => chart.setSize({ width: box.clientWidth, height: 150 })).observe(box);
+// A link's settings that the shown view could not take: the address bar gets the settings used
+// instead, and a notice says what changed and why.
+function showCorrections(corrections) {
+  if (corrections.length === 0) return;
+  history.replaceState(null, '', view === 'playground' ? toHash(config) : others[view].hash());
+  const said = (text) => (text.length > 24 ? `${text.slice(0, 24)}…` : text);
+  const why = corrections.map(({ key, value, allowed, using }) => (allowed === null
+    ? `“${said(key)}” is no setting here, so it was dropped` : `${key}=${said(value)} is not ${allowed}: using ${using}`));
+  $('url-notice-text').textContent = `The link’s settings were corrected. ${why.join('; ')}.`;
+  $('url-notice').hidden = false;
+  $('url-notice-close').onclick = () => { $('url-notice').hidden = true; };
 }
 
 // ---- tabs
@@ -291,19 +320,19 @@ function switchTo(name) {
 // ---- start
 
 const post = (message, transfer = []) => worker?.postMessage(message, transfer);
-const mnist = mnistView(post, location.hash);
-const lm = lmView(post, location.hash);
-const others = { mnist, lm };   // the views besides the playground: {handlers, start, pause, hash}
+const mnist = mnistView(post, view === 'mnist' ? location.hash : '');   // a link holds the shown view's settings only
+const lm = lmView(post, view === 'lm' ? location.hash : '');
+const others = { mnist, lm };   // the views besides the playground: {handlers, start, pause, hash, corrections}
 const viewErrors = (text) => Object.entries(others).forEach(([name, v]) => v.handlers[`${name}-error`]({ text }));
 for (const v of VIEWS) $(`tab-${v}`).onclick = () => switchTo(v);
+const code = codeEditor($('code'), { testid: 'code', label: 'Python training script', filename: 'train.py',
+                                    run: runCode, badge: $('code-edited') });
 setupControls();
-makeChart();
-drawBoundary();
+setCurves = lossChart($('chart'));
 showView();
+showCorrections(view === 'playground' ? linkCorrections : others[view].corrections);
 if (!navigator.gpu) {
   noWebGPU('This browser does not expose WebGPU (navigator.gpu is missing).');
 } else {
-  worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
-  worker.onmessage = ({ data }) => (handlers[data.type] ?? mnist.handlers[data.type] ?? lm.handlers[data.type])(data);
-  worker.onerror = (e) => handlers.error({ text: `The worker failed: ${e.message}` });
+  worker = new PythonWorker((data) => (handlers[data.type] ?? mnist.handlers[data.type] ?? lm.handlers[data.type])?.(data));
 }

@@ -12,8 +12,49 @@
 // The start of the message every call rejects with once the device is lost (browser.py looks for it).
 const LOST = 'device-lost: ';
 
+// Stop's interrupt (worker_python.js) is a shared byte that Python polls, but not while it waits here
+// for the GPU: these waits give up when it is set, rejecting with INTERRUPTED, which browser.py raises
+// as KeyboardInterrupt (the GPU finishes the work unobserved); see interruptible().
+const INTERRUPTED = 'KeyboardInterrupt: Stop came while Python waited for the GPU';
+const INTERRUPT_POLL_MS = 25;
+
+// The first requestAdapter() of a fresh browser can answer null though a GPU is there (seen in
+// Chromium on Linux with an NVIDIA GPU: the next call returns it), so it is asked a few times.
+const ADAPTER_TRIES = 4;
+const ADAPTER_RETRY_MS = 250;
+
+// The GPU adapter, or a rejection whose message starts 'no-webgpu:' (no navigator.gpu) or
+// 'no-adapter:' (WebGPU is there but offers no adapter).
+export async function findAdapter() {
+  if (!navigator.gpu) throw new Error('no-webgpu: this browser does not expose WebGPU (navigator.gpu)');
+  for (let i = 0; i < ADAPTER_TRIES; i++) {
+    if (i > 0) await new Promise((resolve) => setTimeout(resolve, ADAPTER_RETRY_MS * i));
+    const adapter = await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
+    if (adapter) return adapter;
+  }
+  throw new Error(`no-adapter: WebGPU is present but offered no GPU adapter (asked ${ADAPTER_TRIES} times)`);
+}
+
+// What the page shows of an adapter (GPUAdapterInfo): its name is the description the browser gives
+// (often empty, for privacy) and the vendor and architecture, as "nvidia hopper".
+export function describe(adapter) {
+  const ai = adapter.info;
+  const family = [ai.vendor, ai.architecture].filter(Boolean).join(' ');
+  const detail = ai.description || ai.device;
+  const name = [detail, family].filter(Boolean).join(' · ') || 'a GPU the browser does not name';
+  return {
+    name, vendor: ai.vendor, architecture: ai.architecture, backend: 'browser',
+    adapter_type: ai.isFallbackAdapter ? 'CPU' : 'GPU',
+    // SwiftShader (Chromium's software fallback) is what headless Chromium offers without a GPU.
+    isSoftware: Boolean(ai.isFallbackAdapter || ai.architecture === 'swiftshader'),
+  };
+}
+
 export class Bridge {
-  constructor() {
+  // adapter: findAdapter()'s, when the worker found it before loading Python.
+  constructor(adapter = null) {
+    this.adapter = adapter;
+    this.interrupt = null;        // Stop's shared byte (a Uint8Array), once the worker has it
     this.device = null;
     this.next = 1;
     this.buffers = new Map();     // handle -> GPUBuffer
@@ -34,13 +75,11 @@ export class Bridge {
     if (this.lost !== null) throw new Error(LOST + this.lost);
   }
 
-  // Finds the adapter and opens the device with the limits named in `raised` raised to what the
-  // adapter offers. Returns JSON {info, limits: the `reported` ones by name, isSoftware}, or rejects
-  // with a message a person can act on.
+  // Opens the device on adapter (findAdapter's) with the limits named in `raised` raised to what the
+  // adapter offers. Returns JSON {info: describe(adapter), limits: the `reported` ones by name,
+  // isSoftware}, or rejects with a message a person can act on.
   async init(raised, reported) {
-    if (!navigator.gpu) throw new Error('no-webgpu: this browser does not expose WebGPU (navigator.gpu)');
-    const adapter = await navigator.gpu.requestAdapter({ powerPreference: 'high-performance' });
-    if (!adapter) throw new Error('no-adapter: WebGPU is present but no GPU adapter is available');
+    const adapter = this.adapter ?? await findAdapter();
     const requiredLimits = Object.fromEntries(raised.map((k) => [k, adapter.limits[k]]));
     this.device = await adapter.requestDevice({ label: 'webgrad', requiredLimits });
     this.device.lost.then((info) => {
@@ -48,15 +87,9 @@ export class Bridge {
       this.onLost(this.lost);
     });
     this.device.addEventListener('uncapturederror', (e) => this.onError(`WebGPU error: ${e.error.message}`));
-    const ai = adapter.info;
     const limits = Object.fromEntries(reported.map((k) => [k, this.device.limits[k]]));
-    return JSON.stringify({
-      info: { name: ai.description || ai.device || ai.architecture || 'WebGPU adapter', vendor: ai.vendor,
-              architecture: ai.architecture, backend: 'browser', adapter_type: ai.isFallbackAdapter ? 'CPU' : 'GPU' },
-      limits,
-      // SwiftShader (Chromium's software fallback) is what headless Chromium offers without a GPU.
-      isSoftware: Boolean(ai.isFallbackAdapter || ai.architecture === 'swiftshader'),
-    });
+    const info = describe(adapter);
+    return JSON.stringify({ info, limits, isSoftware: info.isSoftware });
   }
 
   // ---- buffers (sizes and offsets arrive word-aligned: the runtime aligns them)
@@ -91,7 +124,12 @@ export class Bridge {
       encoder.copyBufferToBuffer(this.buffers.get(regions[i]), regions[i + 1], staging, at, regions[i + 2]);
     }
     this.device.queue.submit([encoder.finish()]);
-    await staging.mapAsync(GPUMapMode.READ, 0, size);
+    try {
+      await this.interruptible(staging.mapAsync(GPUMapMode.READ, 0, size));
+    } catch (e) {
+      if (this.staging === staging) this.staging = null;   // still mapping: the next read makes another
+      throw e;
+    }
     const out = new Uint8Array(staging.getMappedRange(0, size).slice(0));
     staging.unmap();
     return out;
@@ -132,8 +170,10 @@ export class Bridge {
     const layout = this.layout(bindings);
     let pipeline;
     try {
-      pipeline = await this.device.createComputePipelineAsync({ label, layout: layout.pipeline, compute: { module, entryPoint: entry } });
+      pipeline = await this.interruptible(
+        this.device.createComputePipelineAsync({ label, layout: layout.pipeline, compute: { module, entryPoint: entry } }));
     } catch (e) {
+      if (e.message === INTERRUPTED) throw e;
       const info = await module.getCompilationInfo();
       const lines = info.messages.map((m) => `${m.type} at line ${m.lineNum}:${m.linePos}: ${m.message}`);
       throw new Error(lines.length ? lines.join('\n') : (await moduleError)?.message ?? e.message);
@@ -193,6 +233,25 @@ export class Bridge {
 
   async sync() {
     this.check();
-    await this.device.queue.onSubmittedWorkDone();
+    await this.interruptible(this.device.queue.onSubmittedWorkDone());
+  }
+
+  // promise, or a rejection with INTERRUPTED as soon as Stop's interrupt is set. The wait takes the
+  // interrupt (clears the byte): Python, suspended here, must not see it when it resumes, or Pyodide
+  // raises the KeyboardInterrupt in its own event-loop code that resumes it, which then never does.
+  async interruptible(promise) {
+    const flag = this.interrupt;
+    if (!flag) return promise;
+    const taken = () => Atomics.exchange(flag, 0, 0) !== 0;
+    let poll = 0;
+    try {
+      const value = await Promise.race([promise, new Promise((resolve, reject) => {
+        poll = setInterval(() => taken() && reject(new Error(INTERRUPTED)), INTERRUPT_POLL_MS);
+      })]);
+      if (taken()) throw new Error(INTERRUPTED);
+      return value;
+    } finally {
+      clearInterval(poll);
+    }
   }
 }

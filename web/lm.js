@@ -1,68 +1,22 @@
 // The language-model view: train a character-level GPT on a text (first names, Shakespeare, or the
 // user's own), watch its training and validation loss, read samples that improve as it learns,
 // continue a prompt, look at where each attention head looks, and download or load its weights.
-// Python and the GPU run in worker.js (web/lm_view.py); this is the page side.
+// Python and the GPU run in worker.js (web/lm_view.py); this is the page side, with its settings in
+// lm_settings.js and its attention map in lm_attention.js.
+import { codeEditor } from './editor.js';
+import { attentionMap, shown } from './lm_attention.js';
+import { FAST_ON_SOFTWARE, LABELS, LM_CHOICES, lmFromHash, lmToHash, MAX_PROMPT, PROMPTS, SIZES, sizeLabel } from './lm_settings.js';
 import uPlot from './uplot/uPlot.esm.js';
-import { $, codeKeys, printTo, saveFile, showBusy, showStatus, takeFile } from './ui.js';
+import { $, printTo, saveFile, showBusy, showStatus, takeFile } from './ui.js';
 
-// Model sizes, named on the page in words; the two smaller ones suit a software GPU.
-export const SIZES = {
-  tiny: { n_layer: 1, n_head: 2, n_embd: 32, block_size: 16 },
-  small: { n_layer: 2, n_head: 4, n_embd: 64, block_size: 32 },
-  medium: { n_layer: 4, n_head: 4, n_embd: 128, block_size: 64 },
-  large: { n_layer: 6, n_head: 6, n_embd: 192, block_size: 128 },
-};
-const FAST_ON_SOFTWARE = ['tiny', 'small'];
-export const LM_CHOICES = {
-  corpus: ['names', 'shakespeare', 'custom'],
-  size: Object.keys(SIZES),
-  lr: ['0.0003', '0.001', '0.003', '0.01'],
-  batch: ['16', '32', '64'],
-  steps: ['50', '100', '200', '500', '1000', '2000', '5000'],
-  every: ['25', '50', '100', '200', '500'],
-  topk: ['0', '1', '3', '5', '10', '20'],
-};
-// size and prompt: null until known (the adapter's size, the corpus's prompt).
-const DEFAULTS = { corpus: 'names', size: null, lr: '0.003', batch: '32', steps: '500', every: '100', seed: 1,
-                   temperature: 0.8, topk: '0', prompt: null };
-const PROMPTS = { names: 'Emma\nOli', shakespeare: 'ROMEO:\nBut, soft! what light', custom: '' };
-const LABELS = { names: 'English first names', shakespeare: 'Shakespeare', custom: 'Your own text', 0: 'all' };
-const MAX_PROMPT = 200;
 const MAX_TEXT = 20e6;   // characters of the user's own text
-// The attention heat map's colour scale, from weight 0 to 1 (light to dark blue).
-const SCALE = [[255, 255, 255], [198, 219, 239], [107, 174, 214], [33, 113, 181], [8, 48, 107]];
-// A character as the page shows it: newlines, spaces and tabs would be invisible.
-const shown = (c) => ({ '\n': '↵', ' ': '␣', '\t': '⇥' })[c] ?? c;
-
-export function sizeLabel(c) {
-  const s = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
-  return `${s(c.n_layer, 'layer')}, ${s(c.n_head, 'head')}, width ${c.n_embd}, block ${c.block_size}`;
-}
-
-// Settings from a URL hash such as "#view=lm&corpus=shakespeare&size=small"; bad values fall back to defaults.
-export function lmFromHash(hash) {
-  const settings = { ...DEFAULTS };
-  for (const [key, value] of new URLSearchParams(hash.replace(/^#/, ''))) {
-    if (LM_CHOICES[key]?.includes(value)) settings[key] = value;
-    else if (key === 'seed' && /^\d{1,5}$/.test(value)) settings.seed = Number(value);
-    else if (key === 'temperature' && validTemperature(Number(value))) settings.temperature = Number(value);
-    else if (key === 'prompt' && value.length <= MAX_PROMPT) settings.prompt = value;
-  }
-  return settings;
-}
-
-const validTemperature = (t) => t >= 0.1 && t <= 2 && Math.abs(t * 10 - Math.round(t * 10)) < 1e-9;
-
-export function lmToHash(settings) {
-  const params = new URLSearchParams({ view: 'lm' });
-  for (const key of Object.keys(DEFAULTS)) if (settings[key] !== null) params.set(key, settings[key]);
-  return '#' + params.toString();
-}
 
 // The view; post sends a message to the worker. Returns {handlers (for the worker's lm-* messages),
-// adapter(isSoftware) (once the worker knows it), start() (once the worker is ready), pause(), hash()}.
+// adapter(isSoftware) (once the worker knows it), start() (once the worker is ready), pause(), hash(),
+// corrections (what lmFromHash corrected in initialHash)}.
 export function lmView(send, initialHash) {
-  const settings = lmFromHash(initialHash);
+  const corrections = [];
+  const settings = lmFromHash(initialHash, corrections);
   settings.prompt ??= PROMPTS[settings.corpus];
   // Every message carries the sampling settings: the worker's samples follow the controls.
   const post = (message, transfer) => send({ ...message, sampling: samplingMessage() }, transfer);
@@ -70,11 +24,11 @@ export function lmView(send, initialHash) {
   let started = false;
   let training = false;
   let plan = 0;
+  let evaluatedAt = null;     // the step count the validation loss shown is from
   let info = null;            // the worker's account of the model: lm_view.Session.info
   let loaded = null;          // the model size of a weights file or a script that is none of SIZES, and {from}
   let curves = [[], [], [], []];  // steps, training loss, validation loss, the letter-frequency baseline
   let chart = null;
-  let maps = null;            // {tokens, layers, heads, weights: Float32Array (layers, heads, T, T)}
   let promptTimer = 0;
 
   // ---- controls
@@ -96,15 +50,16 @@ export function lmView(send, initialHash) {
     $('lm-pause').disabled = true;
     setStatus('Pausing: the model is tested and writes a sample first…');
   };
-  $('lm-reset').onclick = configure;
+  $('lm-reset').onclick = async () => (await mayReplaceCode('You pressed Reset')) && configure();
   $('lm-generate').onclick = sample;
   $('lm-download').onclick = () => post({ type: 'lm-save', corpus: settings.corpus });
   $('lm-upload').onchange = loadWeights;
   $('lm-text-file').onchange = readTextFile;
   $('lm-use-text').onclick = useText;
   $('lm-run-code').onclick = runCode;
-  codeKeys($('lm-code'), runCode);
-  $('lm-layer').onchange = $('lm-head').onchange = drawAttention;
+  const code = codeEditor($('lm-code'), { testid: 'lm-code', label: 'Python language-model script', filename: 'lm.py',
+                                          run: runCode, badge: $('lm-code-edited') });
+  const attention = attentionMap(() => settings.prompt);
   showTemperature();
   showOwnText();
   setBusy(true);
@@ -119,9 +74,16 @@ export function lmView(send, initialHash) {
     $('lm-size').value = loaded ? 'loaded' : settings.size;
   }
 
-  function changed(key) {
+  async function changed(key) {
     const value = $(`lm-${key}`).value;
     if (key === 'seed' && !/^\d{1,5}$/.test(value)) return;
+    const makesModel = !['every', 'topk', 'temperature', 'steps'].includes(key);   // configure() below
+    const label = $(`lm-${key}`).closest('.field').querySelector('.label').textContent;
+    if (makesModel && !(await mayReplaceCode(`You changed “${label}”`))) {
+      if (key === 'size') showSizes();   // the code stays, and so does the setting it was made from
+      else $(`lm-${key}`).value = settings[key];
+      return;
+    }
     settings[key] = ['seed', 'temperature'].includes(key) ? Number(value) : value;
     if (key === 'size') {
       loaded = null;
@@ -144,6 +106,11 @@ export function lmView(send, initialHash) {
     const { n_layer, n_head, n_embd, block_size } = loaded ?? SIZES[settings.size];
     return { corpus, lr: Number(lr), batch: Number(batch), steps: Number(steps), every: Number(every), seed,
              n_layer, n_head, n_embd, block_size };
+  }
+
+  // Whether a fresh model from the controls may replace the code panel's script (asks when edited).
+  function mayReplaceCode(why) {
+    return code.mayReplace(`${why}, and the script below has your edits.`);
   }
 
   // A fresh model from the controls (the user's own text waits for Use this text).
@@ -239,81 +206,13 @@ export function lmView(send, initialHash) {
     $('lm-sample-note').textContent = `Written at step ${steps}: the prompt in bold, then ${text.length} characters of the model’s.`;
   }
 
-  // ---- attention
-
-  function showMaps(next) {
-    maps = next;
-    const pick = (id, count, word) => {
-      const keep = Math.min(Number($(id).value) || 0, count - 1);
-      $(id).replaceChildren(...Array.from({ length: count }, (_, i) => new Option(`${word} ${i + 1}`, i)));
-      $(id).value = keep;
-    };
-    pick('lm-layer', maps.layers, 'Layer');
-    pick('lm-head', maps.heads, 'Head');
-    drawAttention();
-  }
-
-  // The chosen head's weights as a heat map: row i is the prompt's i-th character, and its cells
-  // the weights it gives the characters up to it (they sum to 1; later ones get none).
-  function drawAttention() {
-    if (!maps) return;
-    const canvas = $('lm-attention');
-    const tokens = [...maps.tokens];
-    const t = tokens.length;
-    const at = (Number($('lm-layer').value) * maps.heads + Number($('lm-head').value)) * t * t;
-    const rows = Array.from({ length: t }, (_, i) => Array.from(maps.weights.subarray(at + i * t, at + (i + 1) * t)));
-    canvas.dataset.tokens = maps.tokens;
-    canvas.dataset.weights = JSON.stringify(rows);   // what the map shows, for a reader or a test
-
-    const ratio = window.devicePixelRatio || 1;
-    const margin = 22;   // room for the characters along the top and the left
-    const cell = Math.min(44, (($('lm-attention-box').clientWidth || 360) - margin) / t);
-    const side = margin + cell * t;
-    canvas.width = canvas.height = Math.round(side * ratio);
-    canvas.style.width = canvas.style.height = `${side}px`;
-    const ctx = canvas.getContext('2d');
-    ctx.scale(ratio, ratio);
-    ctx.clearRect(0, 0, side, side);
-    rows.forEach((row, i) => row.forEach((w, j) => {
-      ctx.fillStyle = j > i ? '#f2f4f7' : `rgb(${colour(w)})`;
-      ctx.fillRect(margin + j * cell, margin + i * cell, cell - 0.5, cell - 0.5);
-    }));
-    if (cell >= 8) {
-      ctx.fillStyle = '#344054';
-      ctx.font = `${Math.min(14, cell * 0.8)}px ui-monospace, "DejaVu Sans Mono", monospace`;
-      ctx.textAlign = 'center';
-      ctx.textBaseline = 'middle';
-      tokens.forEach((c, i) => {
-        ctx.fillText(shown(c), margin + (i + 0.5) * cell, margin / 2);
-        ctx.fillText(shown(c), margin / 2, margin + (i + 0.5) * cell);
-      });
-    }
-    canvas.onmousemove = (e) => {
-      const box = canvas.getBoundingClientRect();
-      const [j, i] = [Math.floor((e.clientX - box.left - margin) / cell), Math.floor((e.clientY - box.top - margin) / cell)];
-      canvas.title = i >= 0 && j >= 0 && i < t && j <= i
-        ? `${shown(tokens[i])} (position ${i + 1}) → ${shown(tokens[j])} (position ${j + 1}): ${rows[i][j].toFixed(3)}`
-        : '';
-    };
-    $('lm-attention-note').textContent = [...settings.prompt].length > t
-      ? `The last ${t} characters of the prompt (the model’s block).` : '';
-  }
-
-  function drawScale() {
-    const canvas = $('lm-scale');
-    const ctx = canvas.getContext('2d');
-    for (let x = 0; x < canvas.width; x++) {
-      ctx.fillStyle = `rgb(${colour(x / (canvas.width - 1))})`;
-      ctx.fillRect(x, 0, 1, canvas.height);
-    }
-  }
-
   // ---- training readouts
 
   function fresh(steps) {
     curves = [[], [], [], []];
     chart.setData(curves);
     for (const id of ['lm-train-loss', 'lm-val-loss', 'lm-speed']) $(id).textContent = '–';
+    evaluatedAt = null;
     showProgress(steps);
   }
 
@@ -323,6 +222,10 @@ export function lmView(send, initialHash) {
     $('lm-progress').max = runLength;
     $('lm-progress').value = Math.min(runLength, Math.max(0, steps - start));
     $('lm-step-count').textContent = String(steps);
+    // The validation loss comes every few seconds: once training has gone past it, it says from when.
+    const stale = evaluatedAt !== null && steps > evaluatedAt;
+    $('lm-val-loss').classList.toggle('stale', stale);
+    $('lm-val-loss-at').textContent = evaluatedAt === null ? '' : `at step ${evaluatedAt}${stale ? ' (measured every few seconds)' : ''}`;
   }
 
   function addPoint(step, trainLoss, valLoss) {
@@ -359,7 +262,7 @@ export function lmView(send, initialHash) {
       showSizes();
       history.replaceState(null, '', lmToHash(settings));
     }
-    if (why !== 'run') $('lm-code').value = info.script;
+    if (why !== 'run') code.show(info.script);
     const n = (v) => v.toLocaleString('en');
     $('lm-about').textContent = `${n(info.characters)} characters, ${info.vocab.length} different ones: the model learns `
       + `from the first ${n(info.train)} and is tested on the last ${n(info.val)}. It has ${n(info.params)} parameters.`;
@@ -372,7 +275,7 @@ export function lmView(send, initialHash) {
 
   async function loadWeights() {
     const file = await takeFile($('lm-upload'));
-    if (!file) return;
+    if (!file || !(await mayReplaceCode(`You loaded ${file.name}`))) return;
     setBusy(true);
     setStatus(`Loading ${file.name}…`);
     post({ type: 'lm-load', data: file.data, name: file.name }, [file.data.buffer]);
@@ -383,9 +286,10 @@ export function lmView(send, initialHash) {
   function runCode() {
     if (!started) return;
     $('lm-output').replaceChildren();
+    code.markError(null);
     setBusy(true);
     setStatus('Running your script…');
-    post({ type: 'lm-run', source: $('lm-code').value });
+    post({ type: 'lm-run', source: code.text });
   }
 
   // ---- messages from the worker
@@ -408,11 +312,13 @@ export function lmView(send, initialHash) {
       addPoint(steps, loss, null);
     },
     'lm-eval'({ data: [steps, loss] }) {
+      evaluatedAt = steps;
+      showProgress(Number($('lm-step-count').textContent));
       $('lm-val-loss').textContent = loss.toFixed(4);
       addPoint(steps, null, loss);
     },
     'lm-sample': ({ sample: s }) => showSample(s),
-    'lm-attention': ({ maps: next }) => showMaps(next),
+    'lm-attention': ({ maps }) => attention.show(maps),
     'lm-weights'({ data }) {
       const name = `webgrad-gpt-${settings.corpus}.pt`;
       saveFile(data, name);
@@ -422,21 +328,34 @@ export function lmView(send, initialHash) {
       setBusy(false);
       if (!error) return;
       printTo($('lm-output'), error, 'error');
+      code.markError(error);
       setStatus('Your script raised an error (see below)', 'error');
     },
     'lm-error'({ text }) {
       setBusy(!started);  // without a worker (no WebGPU) there is nothing to press
       setStatus(text, 'error');
     },
+    // After Stop; restarted: the worker was replaced, and start() makes a model again once it is ready.
+    'lm-stopped'({ model, restarted, where }) {
+      training = false;
+      if (restarted) {
+        started = false;
+        delete $('lm-own').dataset.used;   // the fresh worker has not got the user's text
+      }
+      setBusy(restarted || !model);
+      $('lm-reset').disabled = restarted;
+      const what = where ? `Stopped: Python was interrupted ${where}; ` : 'Stopped: ';
+      setStatus(restarted ? 'Stopped: Python was restarted, and a fresh model comes once it is ready'
+        : what + (model ? 'press Train to go on' : 'the model is not ready: press Reset to make one'));
+    },
   };
 
   makeChart();
-  drawScale();
   showProgress(0);
-  new ResizeObserver(drawAttention).observe($('lm-attention-box'));
 
   return {
     handlers,
+    corrections,
     adapter(software) {  // before start: the default size suits the adapter
       isSoftware = software;
       settings.size ??= software ? 'tiny' : 'medium';
@@ -451,11 +370,4 @@ export function lmView(send, initialHash) {
     pause: () => training && post({ type: 'lm-pause' }),
     hash: () => lmToHash(settings),
   };
-}
-
-// A weight in [0, 1] as an [r, g, b] of SCALE, linearly between its stops.
-function colour(w) {
-  const x = Math.min(1, Math.max(0, w)) * (SCALE.length - 1);
-  const i = Math.min(SCALE.length - 2, Math.floor(x));
-  return SCALE[i].map((v, k) => Math.round(v + (SCALE[i + 1][k] - v) * (x - i)));
 }

@@ -19,6 +19,7 @@ from pyodide.ffi import to_js
 import webgrad as wg
 import webgrad.nn.functional as F
 from webgrad.data import CharTokenizer
+from webgrad.io import check_fits
 
 DEVICE = "webgpu"
 SCRIPT = "lm.py"                  # the script's name in tracebacks
@@ -209,7 +210,9 @@ class View:
         finally:
             os.remove(WEIGHTS_FILE)
         if not isinstance(checkpoint, dict) or not {"model", "model_args", "tokenizer"} <= checkpoint.keys():
-            raise ValueError(f"{name} holds no GPT: a GPT's file is a dict with model, model_args and tokenizer")
+            held = ", ".join(map(str, checkpoint))[:80] if isinstance(checkpoint, dict) else type(checkpoint).__name__
+            raise ValueError(f"{name}: not a GPT checkpoint (a dict of model, model_args and tokenizer, as this page "
+                             f"and `python -m webgrad train gpt` save it); it holds {held or 'nothing'}")
         corpus, current = checkpoint.get("corpus"), self.settings["corpus"]
         if corpus in ABOUT and corpus != current and "custom" not in (corpus, current):
             raise ValueError(f"{name} was trained on {ABOUT[corpus].split(',')[0]}: choose that text first")
@@ -219,10 +222,12 @@ class View:
             settings = {**self.settings, **size}
             session = Session(script(settings), steps=int(checkpoint.get("iter_num") or 0))
             if chars != session.data.tokenizer.chars:
-                raise ValueError(f"its {len(chars)} characters are not the {session.data.tokenizer.vocab_size} "
-                                 "of the text chosen here: choose the text it was trained on first")
-            session.model.load_state_dict(checkpoint["model"])
-        except (ValueError, TypeError, KeyError, RuntimeError) as e:   # a user's file: name what is wrong
+                raise ValueError(f"made for a different text: its {len(chars)} characters are not the "
+                                 f"{session.data.tokenizer.vocab_size} of the text chosen here: choose that text first")
+            session.model.load_state_dict(check_fits(checkpoint["model"], session.model, name))
+        except ValueError as e:
+            raise ValueError(str(e) if str(e).startswith(name) else f"{name}: {e}") from None
+        except (TypeError, KeyError, RuntimeError) as e:   # a user's file: name what is wrong
             raise ValueError(f"{name} holds no GPT for this text: {e}") from None
         self.session, self.settings = session, settings
         return session.info()

@@ -1,7 +1,8 @@
 // The MNIST view: train an MLP or a CNN on handwritten digits, watch loss and accuracy, see which
 // test digits it gets wrong, draw a digit for it, and download or load its weights. Python and
-// the GPU run in worker.js (web/mnist_view.py); this is the page side.
+// the GPU run in worker.js (web/mnist_view.py); this is the page side, and mnist_draw.js its drawing pad.
 import uPlot from './uplot/uPlot.esm.js';
+import { digitImage, drawingPad } from './mnist_draw.js';
 import { $, saveFile, showBusy, showStatus, takeFile } from './ui.js';
 
 export const MNIST_CHOICES = {
@@ -11,47 +12,53 @@ export const MNIST_CHOICES = {
   steps: ['100', '150', '300', '500', '1000', '2000', '5000'],
   test: ['1000', '10000'],
 };
-const DEFAULTS = { model: 'mlp', lr: '0.003', batch: '64', steps: '1000', test: '10000', seed: 1 };
-const LABELS = { mlp: 'MLP (784-128-10)', cnn: 'CNN (2 conv layers)', 1000: 'first 1000', 10000: 'all 10000' };
+// test: null until the adapter is known (a software GPU tests on the first 1000 digits, to answer in seconds).
+const DEFAULTS = { model: 'mlp', lr: '0.003', batch: '64', steps: '1000', test: null, seed: 1 };
+const LABELS = { model: { mlp: 'MLP (784-128-10)', cnn: 'CNN (2 conv layers)' },
+                 test: { 1000: 'first 1000', 10000: 'all 10,000' } };
 const TRAIN_SIZE = 60000;
 const SHOWN_DIGITS = 60;
-const INK = [17, 24, 39];
 
-// Settings from a URL hash such as "#view=mnist&model=cnn&steps=500"; bad values fall back to defaults.
-export function mnistFromHash(hash) {
+// Settings from a URL hash such as "#view=mnist&model=cnn&steps=500"; bad values fall back to defaults,
+// each one pushed to corrections as {key, value, allowed, using} (allowed null: no such setting).
+export function mnistFromHash(hash, corrections = []) {
   const settings = { ...DEFAULTS };
   for (const [key, value] of new URLSearchParams(hash.replace(/^#/, ''))) {
     if (MNIST_CHOICES[key]?.includes(value)) settings[key] = value;
     else if (key === 'seed' && /^\d{1,5}$/.test(value)) settings.seed = Number(value);
+    else if (key !== 'view') {
+      const allowed = MNIST_CHOICES[key] ? `one of ${MNIST_CHOICES[key].join(', ')}` : key === 'seed' ? 'a whole number from 0 to 99999' : null;
+      corrections.push({ key, value, allowed, using: DEFAULTS[key] ?? 'the default' });
+    }
   }
   return settings;
 }
 
 export function mnistToHash(settings) {
-  return '#view=mnist&' + Object.keys(DEFAULTS).map((k) => `${k}=${settings[k]}`).join('&');
+  return '#view=mnist&' + Object.keys(DEFAULTS).filter((k) => settings[k] !== null).map((k) => `${k}=${settings[k]}`).join('&');
 }
 
 // The view; post sends a message to the worker. Returns {handlers (for the worker's mnist-*
-// messages), start() (once the worker is ready), pause(), hash()}.
+// messages), adapter(isSoftware) (once the worker knows it), start() (once the worker is ready),
+// pause(), hash(), corrections (what mnistFromHash corrected in initialHash)}.
 export function mnistView(post, initialHash) {
-  const settings = mnistFromHash(initialHash);
+  const corrections = [];
+  const settings = mnistFromHash(initialHash, corrections);
+  let isSoftware = false;
   let started = false;
   let training = false;
   let plan = 0;                 // the step count the current Train run stops at
   let test = null;              // {images: Uint8Array (N*784), labels: Uint8Array (N)}
   let predictions = null;       // Int32Array: the model's digit for each evaluated test image
+  let evaluatedAt = null;       // the step count the predictions (and the test accuracy) are from
   let curves = [[], [], [], []];  // steps, training loss, training accuracy, test accuracy
   let chart = null;
   let showMistakes = false;
-  let predicting = false;       // a prediction of the drawing is in flight
-  let drawingChanged = false;   // the drawing changed since the prediction in flight was asked for
   let upload = '';              // the name of the weights file being loaded
 
   // ---- controls
 
-  for (const [key, options] of Object.entries(MNIST_CHOICES)) {
-    $(`mnist-${key}`).replaceChildren(...options.map((o) => new Option(LABELS[o] ?? o, o)));
-  }
+  showChoices();
   for (const key of Object.keys(DEFAULTS)) {
     $(`mnist-${key}`).value = settings[key];
     $(`mnist-${key}`).addEventListener('change', () => changed(key));
@@ -65,12 +72,34 @@ export function mnistView(post, initialHash) {
     radio.onchange = () => { showMistakes = radio.value === 'wrong' && radio.checked; drawDigits(); };
   }
   setBusy(true);
+  const pad = drawingPad(post, () => started);
+
+  // The options, named in words; on a software GPU the CNN says it is slow.
+  function showChoices() {
+    for (const [key, options] of Object.entries(MNIST_CHOICES)) {
+      const label = (o) => (key === 'model' && o === 'cnn' && isSoftware ? `${LABELS.model.cnn}: slow here` : LABELS[key]?.[o] ?? o);
+      $(`mnist-${key}`).replaceChildren(...options.map((o) => new Option(label(o), o)));
+      $(`mnist-${key}`).value = settings[key];
+    }
+    showAdapterNote();
+  }
+
+  // On a software GPU the page says so, and warns before the CNN's slow steps.
+  function showAdapterNote() {
+    const note = $('mnist-adapter-note');
+    note.hidden = !isSoftware;
+    note.textContent = 'This browser offers only a software GPU (it computes on the CPU), so the page tests on the '
+      + 'first 1000 digits to answer in seconds.' + (settings.model === 'cnn'
+      ? ' The CNN is very slow here: each step takes seconds, and testing 1000 digits tens of seconds; the MLP learns far faster.' : '');
+    note.classList.toggle('warn', settings.model === 'cnn');
+  }
 
   function changed(key) {
     const value = $(`mnist-${key}`).value;
     if (key === 'seed' && !/^\d{1,5}$/.test(value)) return;
     settings[key] = key === 'seed' ? Number(value) : value;
     history.replaceState(null, '', mnistToHash(settings));
+    if (key === 'model') showAdapterNote();
     if (key === 'steps' && !training) showProgress(curves[0].at(-1) ?? 0);
     else if (key !== 'steps') configure();
   }
@@ -93,6 +122,7 @@ export function mnistView(post, initialHash) {
 
   function fresh() {
     curves = [[], [], [], []];
+    evaluatedAt = null;
     chart.setData(curves);
     for (const id of ['mnist-loss', 'mnist-train-accuracy', 'mnist-speed']) $(id).textContent = '–';
     showProgress(0);
@@ -105,6 +135,15 @@ export function mnistView(post, initialHash) {
     $('mnist-progress').value = Math.min(runLength, Math.max(0, steps - start));
     $('mnist-step-count').textContent = String(steps);
     $('mnist-epoch').textContent = ((steps * Number(settings.batch)) / TRAIN_SIZE).toFixed(2);
+    showAge(steps);
+  }
+
+  // The test accuracy comes from an evaluation every few seconds: once training has gone past it,
+  // the readout says it is older than the step count beside it.
+  function showAge(steps) {
+    const stale = evaluatedAt !== null && steps > evaluatedAt;
+    $('mnist-accuracy').classList.toggle('stale', stale);
+    $('mnist-accuracy-at').textContent = evaluatedAt === null ? '' : stale ? `at step ${evaluatedAt} (tested every few seconds)` : `at step ${evaluatedAt}`;
   }
 
   function addPoint(step, loss, trainAccuracy, testAccuracy) {
@@ -122,12 +161,13 @@ export function mnistView(post, initialHash) {
     chart = new uPlot({
       width: box.clientWidth || 400, height: 190,
       scales: { x: { time: false }, loss: { range: (u, min, max) => [0, Math.max(max ?? 1, 0.1)] }, acc: { range: [0, 1] } },
-      axes: [{ label: 'step', size: 34 }, { scale: 'loss', size: 44 },
-             { scale: 'acc', side: 1, size: 48, grid: { show: false }, values: (u, ticks) => ticks.map((t) => `${Math.round(t * 100)}%`) }],
+      axes: [{ label: 'training step', size: 34 }, { scale: 'loss', label: 'loss', size: 40, labelSize: 20 },
+             { scale: 'acc', label: 'accuracy', side: 1, size: 44, labelSize: 20, grid: { show: false },
+               values: (u, ticks) => ticks.map((t) => `${Math.round(t * 100)}%`) }],
       legend: { live: false },
       cursor: { show: false },
-      series: [{}, line('training loss', '#f59322', 'loss'), line('training accuracy', '#9cc5e4', 'acc'),
-               line('test accuracy', '#0b3d63', 'acc', { points: { show: true, size: 5 } })],
+      series: [{}, line('training loss (left axis)', '#f59322', 'loss'), line('training accuracy (right)', '#9cc5e4', 'acc'),
+               line('test accuracy (right)', '#0b3d63', 'acc', { points: { show: true, size: 5 } })],
     }, curves, box);
     new ResizeObserver(() => chart.setSize({ width: box.clientWidth, height: 190 })).observe(box);
   }
@@ -143,8 +183,10 @@ export function mnistView(post, initialHash) {
       if (test.labels[i] === predictions[i]) right++;
     }
     const accuracy = right / n;
+    evaluatedAt = steps;
     $('mnist-accuracy').textContent = accuracy.toFixed(3);
     $('mnist-accuracy-of').textContent = `${right} of ${n} test digits right`;
+    showAge(Number($('mnist-step-count').textContent));
     addPoint(steps, null, null, accuracy);
     drawConfusion(confusion);
     drawDigits();
@@ -187,114 +229,6 @@ export function mnistView(post, initialHash) {
     });
     $('mnist-digits').replaceChildren(...cells);
     $('mnist-digits-empty').hidden = cells.length > 0;
-  }
-
-  // ---- drawing a digit
-
-  const pad = $('draw');
-  const pen = pad.getContext('2d', { willReadFrequently: true });
-  let drawing = false;
-  let last = null;
-
-  const at = (e) => {
-    const box = pad.getBoundingClientRect();
-    return [((e.clientX - box.left) * pad.width) / box.width, ((e.clientY - box.top) * pad.height) / box.height];
-  };
-  pad.addEventListener('pointerdown', (e) => {
-    drawing = true;
-    pad.setPointerCapture(e.pointerId);
-    last = at(e);
-    stroke(last, last);
-  });
-  pad.addEventListener('pointermove', (e) => {
-    if (!drawing) return;
-    const next = at(e);
-    stroke(last, next);
-    last = next;
-  });
-  const stop = () => { drawing = false; };
-  pad.addEventListener('pointerup', stop);
-  pad.addEventListener('pointercancel', stop);
-  $('draw-clear').onclick = () => {
-    pen.clearRect(0, 0, pad.width, pad.height);
-    $('pad').classList.remove('inked');
-    $('seen').getContext('2d').clearRect(0, 0, 28, 28);
-    showProbabilities(null);
-  };
-
-  function stroke(from, to) {
-    $('pad').classList.add('inked');
-    pen.lineWidth = pad.width / 14;  // about MNIST's stroke once the digit is scaled to 20 pixels
-    pen.lineCap = pen.lineJoin = 'round';
-    pen.strokeStyle = `rgb(${INK})`;
-    pen.beginPath();
-    pen.moveTo(...from);
-    pen.lineTo(...to);
-    pen.stroke();
-    predict();
-  }
-
-  // Asks the worker for the drawing's probabilities; while one request is out, the latest
-  // drawing waits for its answer, so a fast hand never queues up stale work.
-  function predict() {
-    const pixels = mnistPixels();
-    if (!started || !pixels) return;
-    if (predicting) {
-      drawingChanged = true;
-      return;
-    }
-    predicting = true;
-    drawingChanged = false;
-    drawSeen(pixels);
-    post({ type: 'mnist-predict', pixels }, [pixels.buffer]);
-  }
-
-  // The drawing as MNIST prepared its digits: the ink's bounding box scaled to fit 20x20 pixels,
-  // placed in a 28x28 image so that its centre of mass is at the centre; 0 = paper, 255 = ink.
-  function mnistPixels() {
-    const { width, height } = pad;
-    const alpha = pen.getImageData(0, 0, width, height).data;
-    let [x0, y0, x1, y1, mass, mx, my] = [width, height, -1, -1, 0, 0, 0];
-    for (let y = 0; y < height; y++) {
-      for (let x = 0; x < width; x++) {
-        const a = alpha[4 * (y * width + x) + 3];
-        if (!a) continue;
-        x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y);
-        mass += a; mx += a * x; my += a * y;
-      }
-    }
-    if (mass === 0) return null;
-    const scale = 20 / Math.max(x1 - x0 + 1, y1 - y0 + 1);
-    const small = new OffscreenCanvas(28, 28);
-    const ctx = small.getContext('2d', { willReadFrequently: true });
-    ctx.imageSmoothingQuality = 'high';
-    ctx.drawImage(pad, x0, y0, x1 - x0 + 1, y1 - y0 + 1,
-                  14 - (mx / mass - x0) * scale, 14 - (my / mass - y0) * scale, (x1 - x0 + 1) * scale, (y1 - y0 + 1) * scale);
-    const rgba = ctx.getImageData(0, 0, 28, 28).data;
-    return Uint8Array.from({ length: 784 }, (_, i) => rgba[4 * i + 3]);
-  }
-
-  function drawSeen(pixels) {
-    $('seen').getContext('2d').putImageData(digitImage(pixels), 0, 0);
-  }
-
-  function showProbabilities(probs) {
-    const best = probs ? probs.indexOf(Math.max(...probs)) : -1;
-    $('prediction').textContent = probs ? String(best) : '–';
-    const rows = Array.from({ length: 10 }, (_, d) => {
-      const row = document.createElement('div');
-      row.className = d === best ? 'prob best' : 'prob';
-      const p = probs ? probs[d] : 0;
-      row.dataset.digit = d;
-      row.dataset.p = String(p);
-      const fill = document.createElement('span');
-      fill.className = 'fill';
-      fill.style.width = `${(100 * p).toFixed(1)}%`;
-      row.innerHTML = `<b>${d}</b><span class="track"></span><span class="pct">${probs ? (100 * p).toFixed(1) + '%' : ''}</span>`;
-      row.querySelector('.track').append(fill);
-      return row;
-    });
-    $('probabilities').replaceChildren(...rows);
   }
 
   // ---- weights
@@ -341,33 +275,44 @@ export function mnistView(post, initialHash) {
     'mnist-eval'({ steps, predictions: p }) {
       predictions = p;
       showEvaluation(steps);
-      if (mnistPixels()) predict();  // the drawing's guess follows the model as it learns
+      pad.predict();  // the drawing's guess follows the model as it learns
     },
-    'mnist-probs'({ data }) {
-      predicting = false;
-      showProbabilities(Array.from(data));
-      if (drawingChanged) predict();
-    },
+    'mnist-probs': ({ data }) => pad.answered(Array.from(data)),
     'mnist-weights': saveWeights,
     'mnist-loaded'({ model }) {
       settings.model = model;
       $('mnist-model').value = model;
       history.replaceState(null, '', mnistToHash(settings));
-      setStatus(`Loaded the ${LABELS[model]} weights of ${upload}`);
+      setStatus(`Loaded the ${LABELS.model[model]} weights of ${upload}`);
     },
     'mnist-error'({ text }) {
-      predicting = false;
+      pad.dropped();
       setBusy(!started);  // without a worker (no WebGPU) there is nothing to press
       setStatus(text, 'error');
+    },
+    // After Stop; restarted: the worker was replaced, and start() makes a model again once it is ready.
+    'mnist-stopped'({ model, restarted }) {
+      pad.dropped();
+      training = false;
+      if (restarted) started = false;
+      setBusy(restarted || !model);
+      $('mnist-reset').disabled = restarted;
+      setStatus(restarted ? 'Stopped: Python was restarted, and a fresh model comes once it is ready'
+        : model ? 'Stopped: press Train to go on' : 'Stopped before the model was ready: press Reset to make one');
     },
   };
 
   makeChart();
-  showProbabilities(null);
   showProgress(0);
 
   return {
     handlers,
+    corrections,
+    adapter(software) {  // before start: the test size and the CNN's note suit the adapter
+      isSoftware = software;
+      settings.test ??= software ? '1000' : '10000';
+      showChoices();
+    },
     start() {  // the worker is ready: the first configure loads the data
       if (started) return;
       started = true;
@@ -384,10 +329,4 @@ function digitCanvas(pixels) {
   canvas.width = canvas.height = 28;
   canvas.getContext('2d').putImageData(digitImage(pixels), 0, 0);
   return canvas;
-}
-
-function digitImage(pixels) {
-  const image = new ImageData(28, 28);
-  pixels.forEach((v, i) => image.data.set([...INK, v], 4 * i));
-  return image;
 }

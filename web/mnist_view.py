@@ -16,7 +16,7 @@ import webgrad.nn.functional as F
 from webgrad import nn, optim
 from webgrad.data import MNIST, DataLoader
 from webgrad.data.mnist_dataset import to_input
-from webgrad.io.idx import read_idx
+from webgrad.io import check_fits, read_idx
 
 DEVICE = "webgpu"
 EVAL_BATCH = 1000        # test images per forward pass: the CNN's activations for 10000 would take 0.5 GB
@@ -42,7 +42,8 @@ class View:
     def load_weights(self, data, name):
         """A fresh Trainer of the model that a safetensors file (Uint8Array; name: the user's file
         name) holds the weights of, with those weights; returns which model ('mlp' or 'cnn'). A
-        file that is not one raises ValueError saying why, and the current Trainer stays."""
+        file that is not one raises ValueError saying why (no safetensors file, or made for a
+        different model: the first tensor that differs), and the current Trainer stays."""
         with open(WEIGHTS_FILE, "wb") as f:
             f.write(data.to_bytes())
         try:
@@ -51,15 +52,15 @@ class View:
             raise ValueError(str(e).replace(WEIGHTS_FILE, name)) from None
         finally:
             os.remove(WEIGHTS_FILE)
-        found = {key: tuple(t.shape) for key, t in state.items()}
-        for kind in nn.models.MODELS:
-            trainer = Trainer(self.train, self.test, kind, **self.settings)
-            if found == {key: tuple(t.shape) for key, t in trainer.model.state_dict().items()}:
-                trainer.model.load_state_dict(state)
-                self.trainer = trainer
-                return kind
-        raise ValueError(f"{name} holds no weights of this page's MLP or CNN; its tensors are "
-                         + (", ".join(f"{key} {list(shape)}" for key, shape in found.items()) or "none"))
+        # The chosen model, or the other one if the file names its tensors; check_fits says what differs.
+        trainer = Trainer(self.train, self.test, self.trainer.kind, **self.settings)
+        if state.keys() != trainer.model.state_dict().keys():
+            other_kind = next(kind for kind in nn.models.MODELS if kind != self.trainer.kind)
+            other = Trainer(self.train, self.test, other_kind, **self.settings)
+            trainer = other if state.keys() == other.model.state_dict().keys() else trainer
+        trainer.model.load_state_dict(check_fits(state, trainer.model, name))
+        self.trainer = trainer
+        return trainer.kind
 
 
 class Trainer:

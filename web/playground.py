@@ -2,8 +2,11 @@
 turns the model the script built into frames for the page.
 
 The script is ordinary webgrad code (script.js writes it from the controls). Play and Step call the
-script's `train_step()`; a frame evaluates the script's `model` once on the test set and once on
-a grid over the plane, and reads all of it back in one transfer.
+script's `train_step()`; a frame evaluates the script's `model` on the training and test sets and
+on a grid over the plane, and reads back what the page draws in one transfer. The model sees
+`features(x)` of the points when the script defines that function (the Features toggles), else x.
+Integer labels make a classification (cross-entropy over 2 logits), float ones a regression
+(mean squared error of the first output).
 """
 import array
 import traceback
@@ -12,9 +15,11 @@ from pyodide.ffi import to_js
 
 import webgrad as wg
 import webgrad.nn.functional as F
+from webgrad import nn
 
 NEEDED = ("model", "train_step", "x_train", "y_train", "x_test", "y_test")
-GRID = 50  # the decision boundary is the model evaluated on GRID x GRID points
+GRID = 50   # the output plot is the model evaluated on GRID x GRID points
+SHOWN = 8   # units per column that the network diagram draws: a frame reads back only theirs
 
 
 class Session:
@@ -33,19 +38,23 @@ class Session:
         if absent:
             self.missing = (f"Nothing to plot: the script defines no {', '.join(absent)} (Play needs model, "
                             "train_step() and x_train, y_train, x_test, y_test).")
+            return
+        self.inputs = self.ns.get("features", lambda x: x)
+        self.regression = self.ns["y_train"].dtype.is_floating_point
 
     @property
     def playable(self):
         return self.error is None and self.missing is None
 
     def points(self):
-        """[extent, n_train, then x, y, label of each train point, then of each test point]; read once."""
+        """[extent, n_train, 1 for a regression else 0, then x, y, label (or value) of each train
+        point, then of each test point]; read once."""
         ns = self.ns
         rows = [(a, b, label) for x, y in ((ns["x_train"], ns["y_train"]), (ns["x_test"], ns["y_test"]))
                 for (a, b), label in zip(x.tolist(), y.tolist())]
         self.extent = 1.1 * max(max(abs(a), abs(b)) for a, b, _ in rows)
         self.grid = self._grid(self.extent)
-        return to_f32([self.extent, len(ns["y_train"])] + [v for row in rows for v in row])
+        return to_f32([self.extent, len(ns["y_train"]), int(self.regression)] + [v for row in rows for v in row])
 
     def _grid(self, r):
         """GRID x GRID points over [-r, r]^2, row by row from the top (y = r) down, as the canvas draws."""
@@ -61,23 +70,59 @@ class Session:
 
     def frame(self):
         """One readback of everything the page draws, as float32:
-        [steps, train loss, test loss, test accuracy, L, (in, out) of L weight matrices,
-         p(class 1) at the GRID x GRID points, then the L weight matrices (out x in, row by row)].
-        The weights are the model's 2-D parameters in order: a chain of Linear layers for an MLP."""
-        ns = self.ns
-        model = ns["model"]
-        weights = [p for name, p in model.named_parameters() if p.ndim == 2]
+        [steps, train loss, test loss, test score (accuracy, or R^2 for a regression), SHOWN,
+         C (the diagram's columns: 0 when the model is no chain of Linear layers), the C column widths,
+         the output on the GRID x GRID points (p(class 1), or the value),
+         then for each column but the output the drawn units' values on the grid (point by point,
+         min(width, SHOWN) values each), then for each Linear layer its drawn units' weights
+         (out x in, row by row)]."""
+        ns, model = self.ns, self.ns["model"]
+        layers = linear_chain(model)
         with wg.no_grad():
-            train_loss = F.cross_entropy(model(ns["x_train"]), ns["y_train"])
-            logits = model(ns["x_test"])
-            test_loss = F.cross_entropy(logits, ns["y_test"])
-            accuracy = (logits.argmax(1) == ns["y_test"]).float().mean()
-            grid = model(self.grid)
-            probs = (grid[:, 1] - grid[:, 0]).sigmoid()  # softmax(1)[:, 1] of 2 classes, in 2 cheap kernels
-            values = wg.cat([train_loss.reshape(1), test_loss.reshape(1), accuracy.reshape(1), probs]
-                            + [w.reshape(-1) for w in weights]).tolist()
-        shapes = [n for w in weights for n in (w.shape[1], w.shape[0])]
-        return to_f32([self.steps, *values[:3], len(weights), *shapes, *values[3:]])
+            train_loss = self.loss(model(self.inputs(ns["x_train"])), ns["y_train"])
+            test_out = model(self.inputs(ns["x_test"]))
+            test_loss = self.loss(test_out, ns["y_test"])
+            if self.regression:
+                score = 1 - test_loss / ns["y_test"].var(unbiased=False)
+            else:
+                score = (test_out.argmax(1) == ns["y_test"]).float().mean()
+            x = self.inputs(self.grid)
+            drawn = []
+            if layers:
+                drawn.append(x[:, :SHOWN])
+                for module in model:
+                    x = module(x)
+                    if not isinstance(module, nn.Linear):  # an activation: a hidden column
+                        drawn.append(x[:, :SHOWN])
+                drawn += [layer.weight[:SHOWN, :SHOWN] for layer in layers]
+            else:
+                x = model(x)
+            output = x[:, 0] if self.regression else (x[:, 1] - x[:, 0]).sigmoid()  # softmax(1)[:, 1] of 2
+            values = wg.cat([train_loss.reshape(1), test_loss.reshape(1), score.reshape(1), output]
+                            + [t.reshape(-1) for t in drawn]).tolist()
+        widths = [layers[0].in_features] + [layer.out_features for layer in layers] if layers else []
+        return to_f32([self.steps, *values[:3], SHOWN, len(widths), *widths, *values[3:]])
+
+    def loss(self, output, target):
+        if self.regression:
+            return F.mse_loss(output[:, 0], target)
+        return F.cross_entropy(output, target)
+
+
+def linear_chain(model):
+    """model's Linear layers when it is a Sequential of Linear layers with a parameterless module
+    (an activation) between each two, as nn.mlp builds; else None (the diagram then draws no weights)."""
+    if not isinstance(model, nn.Sequential) or len(model) % 2 == 0:
+        return None
+    modules = list(model)
+    layers, between = modules[0::2], modules[1::2]
+    if not all(isinstance(m, nn.Linear) for m in layers):
+        return None
+    if any(isinstance(m, nn.Linear) or list(m.parameters()) for m in between):
+        return None
+    if any(a.out_features != b.in_features for a, b in zip(layers, layers[1:])):
+        return None
+    return layers
 
 
 def to_f32(values):

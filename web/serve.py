@@ -5,7 +5,9 @@ nothing else: no '..', no symlinks out of it, no directory listings. Each file g
 fixed MIME type by its extension (WebAssembly must be application/wasm to stream-compile, module
 scripts text/javascript; .gz is application/gzip with no Content-Encoding, because the page
 decompresses those files itself), no caching (a rebuilt site is picked up on reload), and a
-Content-Security-Policy that lets the page load only from its own origin.
+Content-Security-Policy that lets the page load only from its own origin, and the two headers
+that make the page cross-origin isolated (COOP and COEP): only then does the browser give it
+SharedArrayBuffer, which the Stop button's interrupt of the running Python needs (worker.js).
 """
 import argparse
 import functools
@@ -27,6 +29,9 @@ DEFAULT_MIME = "application/octet-stream"
 CSP = ("default-src 'none'; script-src 'self' 'wasm-unsafe-eval'; worker-src 'self'; connect-src 'self'; "
        "style-src 'self'; style-src-attr 'unsafe-inline'; img-src 'self' data:; font-src 'self'; "
        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+# Cross-origin isolation: a window of its own (no opener from another origin), and nothing embedded
+# that does not opt in (everything here comes from this origin, so everything loads).
+ISOLATION = {"Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp"}
 
 
 def resolve(root, target):
@@ -75,6 +80,8 @@ class SiteHandler(http.server.SimpleHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Content-Security-Policy", CSP)
         self.send_header("X-Content-Type-Options", "nosniff")   # the types above are the types
+        for name, value in ISOLATION.items():
+            self.send_header(name, value)
         super().end_headers()
 
     def log_message(self, format, *args):

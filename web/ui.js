@@ -1,4 +1,5 @@
-// What the page's views share: element lookup, files in and out, and the code panels' keys and output.
+// What the page's views share: element lookup, files in and out, the code panels' output, the
+// status lines and toggles, and the worker with its Stop buttons.
 
 export const $ = (id) => document.getElementById(id);
 
@@ -17,20 +18,6 @@ export async function takeFile(input) {
   const file = input.files[0];
   input.value = '';
   return file ? { name: file.name, data: new Uint8Array(await file.arrayBuffer()) } : null;
-}
-
-// A code panel's keys: Tab indents, as an editor would, instead of leaving the text area;
-// Ctrl+Enter (Cmd+Enter) calls run.
-export function codeKeys(area, run) {
-  area.addEventListener('keydown', (e) => {
-    if (e.key === 'Tab') {
-      e.preventDefault();
-      area.setRangeText('    ', area.selectionStart, area.selectionEnd, 'end');
-    } else if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
-      e.preventDefault();
-      run();
-    }
-  });
 }
 
 // A line of a code panel's output (kind: 'error' or 'note' colours it), kept in view.
@@ -52,7 +39,103 @@ export function showStatus(id, text, kind = '') {
 // worker disables.
 export function showBusy(prefix, ids, busy, training) {
   for (const id of ids) $(id).disabled = busy;
-  $(`${prefix}-pause`).disabled = busy || !training;
-  $(`${prefix}-train`).hidden = training;
-  $(`${prefix}-pause`).hidden = !training;
+  showToggle($(`${prefix}-train`), $(`${prefix}-pause`), training, busy || !training);
+}
+
+// A Play/Pause pair as one toggle: Pause shows while running, Play otherwise. The keyboard focus
+// follows to the one shown.
+export function showToggle(play, pause, running, pauseDisabled) {
+  pause.disabled = pauseDisabled;
+  const [shown, gone] = running ? [pause, play] : [play, pause];
+  shown.hidden = false;
+  gone.hidden = true;
+  if (document.activeElement === gone) shown.focus();
+}
+
+// Stop gets an answer within this long, or the worker is ended and a fresh one started.
+const STOP_GRACE_MS = 1000;
+const SIGINT = 2;
+
+// The page's one worker (worker.js: Python and the GPU), with the API of a Worker the views use
+// (postMessage, terminate), and the page's Stop buttons (every button.stop): Stop interrupts the
+// running Python (see worker_python.js); a worker that has not answered within STOP_GRACE_MS is
+// ended and another started, and receive() hears {type: 'stopped', restarted: true} and the
+// views' '<view>-stopped' with model: false. The header shows the adapter and the GPU memory held.
+export class PythonWorker {
+  constructor(receive) {
+    this.receive = receive;   // the views' handling of a message from the worker
+    this.stopTimer = 0;
+    for (const button of document.querySelectorAll('button.stop')) button.onclick = () => this.stop();
+    this.start();
+  }
+
+  start() {
+    this.worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+    this.worker.onmessage = ({ data }) => this.heard(data);
+    this.worker.onerror = (e) => this.receive({ type: 'error', text: `The worker failed: ${e.message}` });
+    // Shared memory, which the interrupt needs, exists only in a cross-origin isolated page (the
+    // server's COOP and COEP headers); without it, Stop reaches Python only between two tasks.
+    this.interrupt = globalThis.crossOriginIsolated ? new Uint8Array(new SharedArrayBuffer(1)) : null;
+    if (this.interrupt) this.worker.postMessage({ type: 'interrupt', buffer: this.interrupt });
+    showStop(false);
+  }
+
+  postMessage(message, transfer = []) {
+    this.worker?.postMessage(message, transfer);
+  }
+
+  endStop() {
+    clearTimeout(this.stopTimer);
+    this.stopTimer = 0;
+  }
+
+  terminate() {
+    this.endStop();
+    this.worker?.terminate();
+    this.worker = null;
+    showStop(false);
+  }
+
+  heard(message) {
+    if (message.type === 'busy') showStop(message.busy && !this.stopTimer);
+    else if (message.type === 'adapter') $('adapter').textContent = adapterName(message.info);
+    else if (message.type === 'memory') showMemory(message.stats);
+    else {
+      if (message.type === 'stopped') this.endStop();
+      this.receive(message);
+    }
+  }
+
+  stop() {
+    if (!this.worker || this.stopTimer) return;
+    showStop(false);
+    if (this.interrupt) Atomics.store(this.interrupt, 0, SIGINT);
+    this.worker.postMessage({ type: 'stop' });
+    this.stopTimer = setTimeout(() => this.restart(), STOP_GRACE_MS);
+  }
+
+  restart() {
+    this.terminate();
+    $('gpu-memory').textContent = '';
+    this.receive({ type: 'stopped', restarted: true, where: '', playable: false });
+    this.receive({ type: 'mnist-stopped', restarted: true, model: false });
+    this.receive({ type: 'lm-stopped', restarted: true, model: false });
+    this.start();
+  }
+}
+
+// An adapter as the header names it (bridge.js's describe()).
+export const adapterName = (info) => info.name + (info.adapter_type === 'CPU' ? ' (software)' : '');
+
+function showStop(enabled) {
+  for (const button of document.querySelectorAll('button.stop')) button.disabled = !enabled;
+}
+
+// The GPU memory webgrad holds (webgrad.memory_stats()); the data attributes keep the bytes.
+function showMemory({ live_bytes: live, pool_bytes: pool }) {
+  const size = (bytes) => (bytes < 2 ** 20 ? `${Math.ceil(bytes / 2 ** 10)} KB` : `${(bytes / 2 ** 20).toFixed(1)} MB`);
+  const box = $('gpu-memory');
+  box.textContent = `${size(live)} in use`;
+  box.title = `GPU memory webgrad holds: ${size(live)} in tensors, ${size(pool)} freed and kept for reuse`;
+  Object.assign(box.dataset, { live, pool });
 }

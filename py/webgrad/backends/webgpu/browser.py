@@ -21,6 +21,7 @@ import webgrad_bridge
 from .runtime import PARAMS_BYTES, RAISED_LIMITS, REPORTED_LIMITS, DeviceLost
 
 _LOST = "device-lost: "   # how bridge.js starts every error once the device is lost
+_INTERRUPTED = "KeyboardInterrupt: "   # how bridge.js starts a GPU wait that the page's Stop ended
 
 
 def _js_name(limit):
@@ -30,9 +31,12 @@ def _js_name(limit):
 
 
 def _python_error(e, what="webgrad: "):
-    """The exception to raise for a JS error: DeviceLost for a lost device, else a RuntimeError."""
+    """The exception to raise for a JS error: DeviceLost for a lost device, KeyboardInterrupt for a
+    wait that the page's Stop ended (as if Python had been interrupted there), else a RuntimeError."""
     if _LOST in e.message:
         return DeviceLost(e.message.split(_LOST, 1)[1])
+    if _INTERRUPTED in e.message:
+        return KeyboardInterrupt(e.message.split(_INTERRUPTED, 1)[1])
     return RuntimeError(what + e.message)
 
 

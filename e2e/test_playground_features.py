@@ -1,0 +1,114 @@
+"""The toy view's TensorFlow-Playground features in the page: input features, per-unit heatmaps and
+weights in the diagram, regression sets, the presets, and the drawing options."""
+from e2e.browser import code_text
+from e2e.conftest import wait_for
+
+
+def text(page, testid):
+    return page.text_content(f"[data-testid={testid}]")
+
+
+def number(page, testid):
+    return float(text(page, testid))
+
+
+def steps(page):
+    return int(text(page, "step-count"))
+
+
+def play_until(page, condition, timeout_s):
+    page.click("[data-testid=train]")
+    wait_for(page, condition, timeout_s)
+    page.click("[data-testid=pause]")
+    wait_for(page, "document.querySelector('[data-testid=status]').textContent === 'Paused'", 10)
+
+
+def diagram(page):
+    """How many unit heatmaps and weight lines the diagram draws, and the weights' hover texts."""
+    return page.evaluate("""() => ({
+        maps: document.querySelectorAll('#net image.unit-map').length,
+        weights: [...document.querySelectorAll('#net line.weight title')].map((t) => t.textContent),
+        names: [...document.querySelectorAll('#net text.name')].map((t) => t.textContent)})""")
+
+
+# toy_plots.js's colours of the output at full strength (0.6 of the way from white)
+ORANGE_TINT, BLUE_TINT = [249, 190, 122], [107, 173, 215]
+
+
+def corners(page):
+    """The output plot's colours near its four corners, away from the data."""
+    return page.evaluate("""() => {
+        const ctx = document.querySelector('#boundary').getContext('2d');
+        return [[40, 14], [386, 14], [40, 360], [386, 360]].map(([x, y]) => [...ctx.getImageData(x, y, 1, 1).data.slice(0, 3)]);
+    }""")
+
+
+def test_a_feature_toggle_widens_the_input_and_trains(page, open_playground, screenshot):
+    open_playground("#dataset=circles&hidden=8,8&seed=3")
+    before = diagram(page)
+    assert before["maps"] == 2 + 8 + 8, "a heatmap per input and hidden unit"
+    assert len(before["weights"]) == 2 * 8 + 8 * 8 + 8 * 2
+    assert before["names"] == ["x₁", "x₂", "class 0", "class 1"]
+
+    # a fresh model's output is shaded by p; discretized, each point is one class's full tint
+    assert not all(c in (ORANGE_TINT, BLUE_TINT) for c in corners(page)), corners(page)
+    page.check("[data-testid=discretize]")
+    wait_for(page, "location.hash.includes('discretize=1')", 5)
+    assert all(c in (ORANGE_TINT, BLUE_TINT) for c in corners(page)), corners(page)
+    page.uncheck("[data-testid=discretize]")
+
+    page.click("[data-testid=feature-x1sq]")
+    page.click("[data-testid=feature-x2sq]")
+    wait_for(page, "location.hash.includes('features=x1,x2,x1sq,x2sq')", 5)
+    code = code_text(page)
+    assert 'FEATURES = ["x1", "x2", "x1sq", "x2sq"]' in code and "nn.mlp([len(FEATURES), 8, 8, 2]" in code
+    wait_for(page, "document.querySelector('#shape').textContent.startsWith('4 → 8 → 8 → 2')", 20)
+    wait_for(page, "document.querySelectorAll('#net image.unit-map').length === 4 + 8 + 8", 20)
+    after = diagram(page)
+    assert len(after["weights"]) == 4 * 8 + 8 * 8 + 8 * 2
+    assert after["names"] == ["x₁", "x₂", "x₁²", "x₂²", "class 0", "class 1"]
+    weight = after["weights"][0]
+    assert weight.startswith("weight ") and "x₁ → unit 1 of layer 1" in weight
+    assert abs(float(weight.split()[1].rstrip(":"))) <= 1, "a fresh layer's weights are within 1/sqrt(fan-in)"
+
+    start_loss = number(page, "test-loss")
+    play_until(page, "Number(document.querySelector('[data-testid=accuracy]').textContent) >= 0.98", 60)
+    assert number(page, "test-loss") < start_loss / 2
+    assert diagram(page)["weights"] != after["weights"], "the lines follow the trained weights"
+
+    # the drawing options change the plot only: the model and its step count stay
+    trained = steps(page)
+    page.check("[data-testid=testdata]")
+    wait_for(page, "location.hash.includes('testdata=1')", 5)
+    assert steps(page) == trained
+    screenshot("features-circles.png")
+
+
+def test_a_regression_set_trains(page, open_playground):
+    open_playground()
+    page.select_option("[data-testid=problem]", "regression")
+    wait_for(page, "location.hash.includes('dataset=plane')", 5)
+    wait_for(page, "document.querySelector('#score-label').textContent === 'Test R²'", 30)
+    wait_for(page, "document.querySelector('#shape').textContent.startsWith('2 → 1 units')", 20)
+    assert diagram(page)["names"] == ["x₁", "x₂", "value"]
+    assert "F.mse_loss(" in code_text(page)
+    options = page.evaluate("[...document.querySelectorAll('#dataset option')].filter((o) => !o.hidden).map((o) => o.value)")
+    assert options == ["plane", "multigauss"]
+
+    page.click("[data-testid=step]")   # a frame of the plane's model, after one step
+    wait_for(page, "document.querySelector('[data-testid=step-count]').textContent === '1'", 20)
+    start_loss = number(page, "test-loss")
+    play_until(page, f"Number(document.querySelector('[data-testid=test-loss]').textContent) < {start_loss / 10}", 60)
+    assert number(page, "accuracy") > 0.9, "R² of the trained model"
+
+
+def test_spirals_learn_at_their_preset(page, open_playground, screenshot):
+    open_playground()
+    page.select_option("[data-testid=dataset]", "spirals")
+    wait_for(page, "location.hash.includes('dataset=spirals')", 5)
+    assert "features=x1,x2,sinx1,sinx2" in page.url and "hidden=16,16" in page.url
+    assert "sin" in text(page, "preset-why")
+    wait_for(page, "document.querySelector('#shape').textContent.startsWith('4 → 16 → 16 → 2')", 20)
+    play_until(page, "Number(document.querySelector('[data-testid=accuracy]').textContent) >= 0.95", 90)
+    assert steps(page) <= 1500, f"spirals took {steps(page)} steps to reach 0.95 at the preset"
+    screenshot("spirals-preset.png")

@@ -1,0 +1,149 @@
+// The worker's way into Python, shared by the toy playground (worker.js) and the views that train to
+// a plan (worker_views.js): one queue of tasks, training loops in chunks of it, and Stop.
+//
+// Stop: the page writes SIGINT into a shared byte that Pyodide polls while Python runs (its interrupt
+// buffer), so the running call raises KeyboardInterrupt, and sends 'stop'; stop() then ends the loops,
+// drops the tasks queued before it and, once the running task has ended, answers 'stopped'. A task
+// that never ends (an await that never resolves, a loop that swallows the interrupt) gets no answer out:
+// the page ends this worker and starts another. Waits for the GPU give up when the byte is set
+// (bridge.js), and browser.py raises KeyboardInterrupt there, so that the interrupt reaches them too.
+
+export const post = (type, data = {}, transfer = []) => postMessage({ type, ...data }, transfer);
+
+// A Python call that may block on the GPU must go through callPromising (JSPI stack switching).
+export const call = (fn, ...args) => fn.callPromising(...args);
+
+// Whether an error is Stop's KeyboardInterrupt (Pyodide's PythonError names the exception's type).
+export const isInterrupt = (e) => e?.type === 'KeyboardInterrupt';
+
+// Python is entered through this one queue: a call suspended in run_sync (awaiting the GPU) lets the
+// event loop run, and a second Python call must not start then.
+let queue = Promise.resolve();
+let pending = 0;          // tasks queued or running
+let epoch = 0;            // Stops so far: a task queued before a Stop does not run
+const runs = new Set();   // training runs under way (each queues chunk after chunk)
+let busyShown = false;
+let interruptedAt = null; // where the last interrupt landed in a Run's script: {panel, where}
+
+// The page enables its Stop buttons while the worker has something to stop.
+function showBusy() {
+  const busy = pending > 0 || runs.size > 0;
+  if (busy !== busyShown) post('busy', { busy: (busyShown = busy) });
+}
+
+// Queues task; an error it throws goes to onError, except Stop's interrupt, which ends it quietly
+// (and, for a task that runs the user's script, says where in the script it landed).
+export function serial(task, onError, runsScript = false) {
+  const at = epoch;
+  pending++;
+  showBusy();
+  queue = queue.then(() => at === epoch && task()).catch((e) => {
+    if (isInterrupt(e)) interruptedAt = runsScript ? scriptLine(e.message) : null;
+    else onError(e);
+  }).finally(() => {
+    pending--;
+    showBusy();
+  });
+  return queue;
+}
+
+// Where a traceback left a code panel's script (train.py: the toy's, lm.py: the language model's):
+// {panel: 'train' | 'lm' | null, where: 'at line N of your script' or 'in your script'}.
+function scriptLine(traceback) {
+  const lines = [...traceback.matchAll(/File "(train|lm)\.py", line (\d+)/g)];
+  const last = lines.at(-1);
+  return last ? { panel: last[1], where: `at line ${last[2]} of your script` } : { panel: null, where: 'in your script' };
+}
+
+// A training run (a loop and what follows it), started once the tasks queued before it have run
+// (a pending configure), unless a Stop came first; work under way until it settles.
+export function startRun(start) {
+  const at = epoch;
+  return queue.then(() => {
+    if (at !== epoch) return;
+    const run = start();
+    runs.add(run);
+    showBusy();
+    return run.finally(() => {
+      runs.delete(run);
+      showBusy();
+    });
+  });
+}
+
+// The GPU memory webgrad holds (the page shows it): statsFn is webgrad.memory_stats as JSON, once
+// Python is ready; shown after chunks of training, at most once a second, and when asked (force).
+let statsFn = null;
+let memoryShownAt = -Infinity;
+export function watchMemory(fn) {
+  statsFn = fn;
+}
+
+// Call it only from a task of the queue (it enters Python).
+export function showMemory(force = false) {
+  if (!statsFn || (!force && performance.now() - memoryShownAt < 1000)) return;
+  memoryShownAt = performance.now();
+  post('memory', { stats: JSON.parse(statsFn()) });
+}
+
+// Training in chunks of steps, each chunk a task of the queue into Python, so that a Pause (stop)
+// or any other message gets in between chunks. One loop runs at a time: Pause, or a newer run,
+// ends it; Stop aborts it (nothing runs after it, such as an evaluation).
+export class ChunkedLoop {
+  constructor(task) {
+    this.task = task;       // (async () => {...}) => Promise: runs it in the queue into Python
+    this.running = false;
+    this.aborted = false;
+    this.generation = 0;    // the running loop's number
+  }
+
+  // Trains chunk(count) after chunk(count) until stopped: each returns the next one's step count.
+  // Resolves to whether this loop was still the latest when it ended (a newer one says nothing).
+  async run(chunk) {
+    this.running = true;
+    this.aborted = false;
+    const me = ++this.generation;
+    const current = () => this.running && me === this.generation;
+    let count = 1;
+    while (current()) {
+      await this.task(async () => {
+        if (!current()) return;
+        count = await chunk(count);
+        showMemory();
+      });
+      await new Promise((resolve) => setTimeout(resolve, 0));  // let a Pause in
+    }
+    return me === this.generation;
+  }
+
+  stop(abort = false) {
+    this.running = false;
+    this.aborted ||= abort;
+  }
+}
+
+// Stop (see the top): resolves, once nothing runs, to where the interrupt landed in a script run by
+// Run (scriptLine's), or null when it stopped something else, or nothing. interrupt: the shared byte, cleared then, so
+// that it cannot interrupt the next call.
+export async function stop(loops, interrupt) {
+  epoch++;
+  for (const loop of loops) loop.stop(true);
+  await Promise.allSettled([...runs]);
+  await serial(async () => {}, () => {});
+  if (interrupt) Atomics.store(interrupt, 0, 0);
+  const where = interruptedAt;
+  interruptedAt = null;
+  return where;
+}
+
+export async function fetchOk(path) {
+  const response = await fetch(new URL(path, import.meta.url), { cache: 'no-cache' });
+  if (!response.ok) throw new Error(`could not load ${path}: HTTP ${response.status}`);
+  return response;
+}
+
+// A gzipped file of the site, decompressed as it streams in.
+export async function gunzip(path) {
+  const stream = (await fetchOk(path)).body.pipeThrough(new DecompressionStream('gzip'));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
