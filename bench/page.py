@@ -19,7 +19,7 @@ from playwright.sync_api import sync_playwright
 import webgrad as wg
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from e2e.browser import CHROMIUM, CHROMIUM_ARGS, serve_in_thread, wait_for, web_module
+from e2e.browser import CHROMIUM, CHROMIUM_ARGS, code_text, serve_in_thread, wait_for, web_module
 XOR = "#dataset=xor&noise=0&ratio=50&batch=16&hidden=8,8&activation=tanh&lr=0.03&optimizer=adam&l2=0&seed=1"
 TIMING = """
 import time
@@ -71,7 +71,7 @@ def main():
         wait_for(page, "document.querySelector('[data-testid=status]').textContent === 'Paused'", 30)
 
         # The page's own script for these settings, less its __main__ block, plus the timing loop.
-        script = page.input_value("[data-testid=code]").split('if __name__ == "__main__":')[0]
+        script = code_text(page).split('if __name__ == "__main__":')[0]
         source = script + TIMING.format(steps=args.steps)
         page.fill("[data-testid=code]", source)
         page.click("[data-testid=run-code]")

@@ -1,18 +1,25 @@
-"""MNIST training in the page, next to TF.js 4.22 (WebGPU and WebGL backends) in the same browser.
+"""Training in the page, next to native webgrad on the same GPU and TF.js 4.22 (WebGPU and WebGL
+backends) in the same browser.
 
-Prints, in one run, training steps and images per second of webgrad's nn.mnist_mlp (784-128-10)
-and nn.mnist_cnn (batch 128, Adam, cross-entropy) in Debian's headless Chromium:
+Prints, in one run, training steps per second of webgrad's nn.mnist_mlp (784-128-10) and
+nn.mnist_cnn (batch 128, Adam, cross-entropy), and of the language-model tab's page-size GPT
+(2 layers, 4 heads, 128 wide, block 64, batch 32, AdamW), in headless Chromium (Debian's, or the
+one --browser names: ../shared/gpu-browser's launcher puts it on the lent NVIDIA GPU):
   - webgrad in the playground page: the script goes through the page's code panel (Run), so it
     runs in the page's worker under Pyodide as a user's would; eagerly and replayed with wg.jit;
-  - the same models in TF.js 4.22 (bench/tfjs/, served next to its npm files from web/node_modules)
-    on its webgpu and webgl backends;
-and the ratios webgrad / TF.js-webgpu and webgrad / TF.js-webgl (above 1: webgrad is faster).
+  - the same script natively (wgpu-py) in this process, on this machine's adapter;
+  - the MNIST models in TF.js 4.22 (bench/tfjs/, served next to its npm files from
+    web/node_modules) on its webgpu and webgl backends (TF.js has no GPT here);
+and the ratios: the page's time over native webgrad's (1.0: no cost for being in the page), and
+webgrad / TF.js-webgpu and webgrad / TF.js-webgl (above 1: webgrad is faster).
 Both sides train on a pool of 4 random batches of MNIST's shape made on the device beforehand;
 3 warm-up steps, then one synced step sizes a run of about --seconds, which ends with a readback
 of the loss, so queued GPU work is counted. Nothing may load from beyond localhost.
-Usage: python bench/page_mnist.py [--models mlp,cnn] [--seconds 5]
+Usage: python bench/page_mnist.py [--models mlp,cnn,gpt] [--seconds 5] [--browser PATH] [--no-native]
 """
 import argparse
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -34,17 +41,30 @@ import webgrad as wg
 from webgrad import nn
 import webgrad.nn.functional as F
 
-def measure(name, jit, batch=128, pool=4, warmup=3, seconds=5.0, max_steps=200):
-    wg.manual_seed(0)
+def make_batches(name, pool):
     rng = random.Random(0)
-    batches = [(wg.rand(batch, 1, 28, 28, device="webgpu"),
-                wg.tensor([rng.randrange(10) for _ in range(batch)], dtype=wg.int32, device="webgpu"))
-               for _ in range(pool)]
+    if name == "gpt":   # (x, y): next-character targets of random token windows
+        ids = [wg.tensor([[rng.randrange(65) for _ in range(65)] for _ in range(32)], dtype=wg.int32,
+                         device="webgpu") for _ in range(pool)]
+        return [(w[:, :-1].contiguous(), w[:, 1:].contiguous()) for w in ids]
+    return [(wg.rand(128, 1, 28, 28, device="webgpu"),
+             wg.tensor([rng.randrange(10) for _ in range(128)], dtype=wg.int32, device="webgpu"))
+            for _ in range(pool)]
+
+def make_model(name):
+    if name == "gpt":
+        model = nn.GPT(nn.GPTConfig(block_size=64, vocab_size=65, n_layer=2, n_head=4, n_embd=128)).to("webgpu")
+        return (lambda x, y: model(x, y)[1]), wg.optim.AdamW(model.parameters(), lr=1e-3)
     model = nn.MODELS[name](device="webgpu")
-    opt = wg.optim.Adam(model.parameters(), lr=1e-3)
+    return (lambda x, y: F.cross_entropy(model(x), y)), wg.optim.Adam(model.parameters(), lr=1e-3)
+
+def measure(name, jit, pool=4, warmup=3, seconds=5.0, max_steps=200):
+    wg.manual_seed(0)
+    batches = make_batches(name, pool)
+    loss_of, opt = make_model(name)
 
     def train(x, y):
-        loss = F.cross_entropy(model(x), y)
+        loss = loss_of(x, y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -125,16 +145,38 @@ def peer_in_page(browser, url, leaks, models, seconds):
     return results
 
 
+def webgrad_natively(models, seconds):
+    """{(model, 'eager' | 'jit'): result} of the same script run here, natively; and the adapter."""
+    namespace = {}
+    exec(WEBGRAD_SCRIPT, namespace)
+    results = {}
+    for name in models:
+        for mode in ("eager", "jit"):
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                namespace["measure"](name, mode == "jit", seconds=seconds)
+            results[name, mode] = json.loads(printed.getvalue().split("RESULT", 1)[1].splitlines()[0])
+            print(f"  native webgrad {name} {mode}: {rate(results[name, mode]):.2f} steps/s", flush=True)
+    return results, namespace["wg"].get_backend("webgpu").runtime.driver.info["name"]
+
+
 def rate(result):
     return result["steps"] / result["seconds"]
 
 
+# what one step trains on: images (MNIST, batch 128) or tokens (the GPT, 32 x 64)
+ITEMS = {"mlp": (128, "images"), "cnn": (128, "images"), "gpt": (32 * 64, "tokens")}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="mlp,cnn", help="comma-separated: mlp,cnn")
+    parser.add_argument("--models", default="mlp,cnn,gpt", help="comma-separated: mlp,cnn,gpt")
     parser.add_argument("--seconds", type=float, default=5.0, help="time each measurement for about this long")
+    parser.add_argument("--browser", default=CHROMIUM, help="the Chromium to launch (default: Debian's)")
+    parser.add_argument("--no-native", action="store_true", help="skip native webgrad (no wgpu-py here)")
     args = parser.parse_args()
     models = args.models.split(",")
+    peer_models = [m for m in models if m != "gpt"]
 
     site = web_module("build").build(tempfile.mkdtemp(prefix="webgrad-site-"))
     site_server, site_url = serve_in_thread(site)
@@ -142,30 +184,39 @@ def main():
     leaks = []
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            print(f"Chromium {browser.version}, headless", flush=True)
+            browser = p.chromium.launch(executable_path=args.browser, args=CHROMIUM_ARGS)
+            print(f"Chromium {browser.version}, headless ({args.browser})", flush=True)
             ours, adapter = webgrad_in_page(browser, site_url, leaks, models, args.seconds)
-            peer = peer_in_page(browser, peer_url, leaks, models, args.seconds)
+            peer = peer_in_page(browser, peer_url, leaks, peer_models, args.seconds) if peer_models else {}
             browser.close()
     finally:   # a blocked request can also surface as a page that never finishes: say so either way
         site_server.shutdown()
         peer_server.shutdown()
         if leaks:
             raise SystemExit(f"a page tried to reach beyond localhost: {leaks}")
+    native, native_adapter = ({}, None) if args.no_native else webgrad_natively(models, args.seconds)
 
-    version = next(iter(peer.values()))["version"]
-    print("\nMNIST training in the page, batch 128, Adam (random batches of MNIST's shape)")
-    print(f"webgrad's adapter: {adapter}")
-    for backend in PEER_BACKENDS:
-        print(f"TF.js {version} {backend}: {next(r['device'] for (_, b), r in peer.items() if b == backend)}")
-    print(f"{'model':5s} {'runner':22s} {'steps/s':>8s} {'images/s':>9s} {'steps':>6s}   "
+    print("\nTraining in the page (MNIST: batch 128, Adam, random batches of MNIST's shape; "
+          "GPT: 2 layers, 4 heads, 128 wide, block 64, batch 32, AdamW)")
+    print(f"webgrad's adapter in the page: {adapter}; natively: {native_adapter or 'not measured'}")
+    if peer:
+        version = next(iter(peer.values()))["version"]
+        for backend in PEER_BACKENDS:
+            print(f"TF.js {version} {backend}: {next(r['device'] for (_, b), r in peer.items() if b == backend)}")
+    print(f"{'model':5s} {'runner':22s} {'steps/s':>8s} {'items/s':>9s} {'steps':>6s}   {'time / native':>13s} "
           f"{'/ TF.js-webgpu':>14s} {'/ TF.js-webgl':>14s}")
     for name in models:
-        rows = [(f"webgrad, {mode}", ours[name, mode], True) for mode in ("eager", "jit")]
-        rows += [(f"TF.js {backend}", peer[name, backend], False) for backend in PEER_BACKENDS]
-        for label, result, ratios in rows:
-            ratio = " ".join(f"{rate(result) / rate(peer[name, b]):14.2f}" for b in PEER_BACKENDS) if ratios else ""
-            print(f"{name:5s} {label:22s} {rate(result):8.2f} {128 * rate(result):9.0f} {result['steps']:6d}   {ratio}")
+        per_step, items = ITEMS[name]
+        rows = [(f"webgrad page, {mode}", ours[name, mode], mode) for mode in ("eager", "jit")]
+        rows += [(f"webgrad native, {mode}", native[name, mode], None) for mode in ("eager", "jit") if native]
+        rows += [(f"TF.js {backend}", peer[name, backend], None) for backend in PEER_BACKENDS if (name, backend) in peer]
+        for label, result, mode in rows:
+            slower = f"{rate(native[name, mode]) / rate(result):13.2f}" if mode and native else f"{'':13s}"
+            ratio = " ".join(f"{rate(result) / rate(peer[name, b]):14.2f}" for b in PEER_BACKENDS
+                             if (name, b) in peer) if label.startswith("webgrad") else ""
+            print(f"{name:5s} {label:22s} {rate(result):8.2f} {per_step * rate(result):9.0f} {result['steps']:6d}   "
+                  f"{slower} {ratio}")
+        print(f"{'':5s} (items: {items})")
 
 
 if __name__ == "__main__":
