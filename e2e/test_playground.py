@@ -142,15 +142,21 @@ def test_edited_code_runs_and_prints(page, open_playground):
 
 
 def test_pytorch_code_runs_as_written(page, open_playground):
-    """`import torch` in a code panel gives webgrad (the worker installs webgrad.torch_alias)."""
+    """`import torch` in a code panel gives webgrad (the worker installs webgrad.torch_alias),
+    torch.profiler included: the page's driver times each dispatch alone and says so."""
     open_playground()
     page.fill("[data-testid=code]", "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
                                     "layer = nn.Linear(2, 3)\nx = torch.ones(4, 2)\n"
-                                    "y = F.relu(layer(x))\n"
-                                    "print('shape', list(y.shape), torch.tensor([1.0, 2.0]).sum().item(), x.device)\n")
+                                    "with torch.profiler.profile() as prof:\n"
+                                    "    y = F.relu(layer(x))\n"
+                                    "print('shape', list(y.shape), torch.tensor([1.0, 2.0]).sum().item(), x.device)\n"
+                                    "print(prof.key_averages(group_by='family').table())\n")
     page.click("[data-testid=run-code]")
-    wait_for(page, "/shape|Error/.test(document.querySelector('[data-testid=output]').textContent)", 20)
-    assert "shape [4, 3] 3.0 webgpu" in text(page, "output"), text(page, "output")
+    wait_for(page, "/Measured|Error/.test(document.querySelector('[data-testid=output]').textContent)", 20)
+    output = text(page, "output")
+    assert "shape [4, 3] 3.0 webgpu" in output, output
+    families = {line.split()[0] for line in output.splitlines() if line.startswith(("matmul", "map"))}
+    assert families == {"matmul", "map"} and "Measured: wall time of each dispatch" in output, output
 
 
 def test_kernel_parity_with_native(page, open_playground):

@@ -7,7 +7,7 @@ import { codeEditor } from './editor.js';
 import { attentionMap, shown } from './lm_attention.js';
 import { FAST_ON_SOFTWARE, LABELS, LM_CHOICES, lmFromHash, lmToHash, MAX_PROMPT, PROMPTS, SIZES, sizeLabel } from './lm_settings.js';
 import uPlot from './uplot/uPlot.esm.js';
-import { $, printTo, saveFile, showBusy, showStatus, takeFile } from './ui.js';
+import { $, printTo, saveFile, showBusy, showStatus, stepAxis, takeFile } from './ui.js';
 
 const MAX_TEXT = 20e6;   // characters of the user's own text
 
@@ -244,7 +244,7 @@ export function lmView(send, initialHash) {
     chart = new uPlot({
       width: box.clientWidth || 400, height: 210,
       scales: { x: { time: false }, y: { range: (u, min, max) => [0, Math.max(max ?? 1, 1)] } },
-      axes: [{ label: 'training step', size: 40 }, { label: 'loss (nats per character)', size: 48 }],
+      axes: [stepAxis('training step', 40), { label: 'loss (nats per character)', size: 48 }],
       legend: { live: false },
       cursor: { show: false },
       series: [{}, line('training loss', '#f59322'), line('validation loss', '#0b3d63', { points: { show: true, size: 5 } }),

@@ -3,7 +3,7 @@
 // the GPU run in worker.js (web/mnist_view.py); this is the page side, and mnist_draw.js its drawing pad.
 import uPlot from './uplot/uPlot.esm.js';
 import { digitImage, drawingPad } from './mnist_draw.js';
-import { $, saveFile, showBusy, showStatus, takeFile } from './ui.js';
+import { $, saveFile, showBusy, showStatus, stepAxis, takeFile } from './ui.js';
 
 export const MNIST_CHOICES = {
   model: ['mlp', 'cnn'],
@@ -161,7 +161,7 @@ export function mnistView(post, initialHash) {
     chart = new uPlot({
       width: box.clientWidth || 400, height: 190,
       scales: { x: { time: false }, loss: { range: (u, min, max) => [0, Math.max(max ?? 1, 0.1)] }, acc: { range: [0, 1] } },
-      axes: [{ label: 'training step', size: 34 }, { scale: 'loss', label: 'loss', size: 40, labelSize: 20 },
+      axes: [stepAxis('training step', 34), { scale: 'loss', label: 'loss', size: 40, labelSize: 20 },
              { scale: 'acc', label: 'accuracy', side: 1, size: 44, labelSize: 20, grid: { show: false },
                values: (u, ticks) => ticks.map((t) => `${Math.round(t * 100)}%`) }],
       legend: { live: false },

@@ -3,6 +3,7 @@
 // They read the arrays web/playground.py sends ('points' once per model, 'frame' after each chunk
 // of steps); their layout is documented there.
 import uPlot from './uplot/uPlot.esm.js';
+import { stepAxis } from './ui.js';
 
 const ORANGE = [245, 147, 34];   // negative values, class 0
 const BLUE = [8, 119, 189];      // positive values, class 1
@@ -194,8 +195,6 @@ function heatmapURL(map, j) {
 // ---- the loss chart
 
 const HEIGHT = 180;
-// Step ticks: whole steps, 1-2-5 apart (uPlot's defaults would show 0.1, 0.2 at the start).
-const STEP_TICKS = [1, 2, 5].flatMap((m) => [1, 10, 100, 1e3, 1e4, 1e5, 1e6].map((p) => m * p)).sort((a, b) => a - b);
 
 // The training and test loss against the step, in box; returns a function that sets the curves
 // ([steps, training loss, test loss]).
@@ -203,7 +202,7 @@ export function lossChart(box) {
   const chart = new uPlot({
     width: box.clientWidth || 360, height: HEIGHT,
     scales: { x: { time: false }, y: { range: (u, min, max) => [0, Math.max(max ?? 1, 0.05)] } },
-    axes: [{ label: 'step', size: 40, incrs: STEP_TICKS, values: (u, ticks) => ticks.map((t) => t.toLocaleString('en')) },
+    axes: [stepAxis('step', 40),
            { label: 'loss', size: 56, labelSize: 18 }],
     legend: { live: false },
     cursor: { show: false },

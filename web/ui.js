@@ -139,3 +139,10 @@ function showMemory({ live_bytes: live, pool_bytes: pool }) {
   box.title = `GPU memory webgrad holds: ${size(live)} in tensors, ${size(pool)} freed and kept for reuse`;
   Object.assign(box.dataset, { live, pool });
 }
+
+// A loss chart's x axis of training steps: whole steps 1-2-5 apart (uPlot's own ticks show 0.2,
+// 0.4 ... while a run has few steps).
+const STEP_TICKS = [1, 2, 5].flatMap((m) => [1, 10, 100, 1e3, 1e4, 1e5, 1e6].map((p) => m * p)).sort((a, b) => a - b);
+export const stepAxis = (label, size) => ({
+  label, size, incrs: STEP_TICKS, values: (u, ticks) => ticks.map((t) => t.toLocaleString('en')),
+});
