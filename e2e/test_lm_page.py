@@ -74,6 +74,8 @@ def trained(browser, site_url):
         page.click("[data-testid=lm-train]")
         wait_for_status(page, "Trained", 240)
         wait_for(page, "document.querySelector('[data-testid=lm-train]').disabled === false", 30)
+        # the validation loss of the trained model, not one measured on the way
+        wait_for(page, f"document.querySelector('[data-testid=lm-val-loss-at]').textContent === 'at step {STEPS}'", 60)
         print(f"seed {SEED}: page and model ready in {t1 - t0:.1f} s, {STEPS} steps in {time.monotonic() - t1:.1f} s "
               f"({text(page, 'lm-speed')} steps/s at the end)")
         yield page

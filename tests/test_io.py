@@ -1,5 +1,6 @@
 """Files: safetensors save/load (against the format's spec, the safetensors package and files torch
 writes; hostile files) and read_idx (MNIST's IDX, plain and gzipped; corrupt files)."""
+import gc
 import gzip
 import io
 import json
@@ -225,10 +226,13 @@ def test_hostile_files_raise_and_load_nothing(case, device, tmp_path):
     raw, match = HOSTILE[case]
     path = tmp_path / "bad.safetensors"
     path.write_bytes(raw)
+    gc.collect()   # earlier tests' garbage, collected during the load, would change the count
     before = wg.memory_stats(device).get("live_buffers")
     # the file itself, twice over, and change: a header length or shape never sizes an allocation
     info = _raises_within(2 * len(raw) + 2**20, ValueError, match, load, path, device=device)
     assert str(path) in str(info.value), tag(f"the error does not name the file: {info.value}")
+    del info   # its traceback holds the load's frames
+    gc.collect()
     assert wg.memory_stats(device).get("live_buffers") == before, tag(f"{case}: a failed load left tensors behind")
 
 
