@@ -17,10 +17,13 @@
 // out[split] of an (S, batches, M, N) result, which the backend sums over S (bias in split 0 only).
 // A small output has too few tiles to fill a GPU, and a software adapter's loops must stay short.
 // Grid: (ceil(N/BN), ceil(M/BM), batches * S). Parameters: kernels/matmul.py's matmul_params.
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
-@group(0) @binding(2) var<storage, read> a: array<{{a_type}}>;
-@group(0) @binding(3) var<storage, read> b: array<{{b_type}}>;
+// Buffers: out, a, b (f32, or vec4s where read wide), bias where there is one, then an epilogue's.
+// Epilogue (an unsplit product under wg.jit's fusion, fusion.py): each element goes through
+// store_epilogue(i, value) instead of out[i] = value; it runs elementwise ops on the value, stores
+// their results, and stores the value too where something else reads it.
+{{bindings}}
 {{bias}}
+{{epilogue}}
 
 const WX: u32 = {{wx}}u;
 const WY: u32 = {{wy}}u;

@@ -169,6 +169,95 @@ def test_a_dispatch_in_between_that_writes_an_operand_keeps_the_order():
     assert not np.array_equal(fused[1][0], fused[2][0])   # p moved on at the replay
 
 
+def _linear(in_features, out_features):
+    """make_fn's state: a Linear on webgpu with these fresh random weights (the same for each run)."""
+    weight, bias = randn(out_features, in_features), randn(out_features)
+
+    def make():
+        layer = nn.Linear(in_features, out_features, device="webgpu")
+        with wg.no_grad():
+            layer.weight.copy_(wg.tensor(weight, device="webgpu"))
+            layer.bias.copy_(wg.tensor(bias, device="webgpu"))
+        return layer
+    return make
+
+
+def test_linear_relu_is_the_product_with_an_epilogue():
+    make_linear = _linear(20, 12)
+
+    def make_fn():
+        layer = make_linear()
+
+        def fn(x):
+            with wg.no_grad():
+                return layer(x).relu()
+        return fn
+    make = _inputs((6, 20))
+    # the relu goes into the product's store, and the product's own result (dead) is never stored
+    fused = check_fusion(make_fn, make, saved=1, kept_fewer=1)
+    layer = make_linear()
+    x, w, b = (torch.from_numpy(to_numpy(t)) for t in (make(CALLS - 1)[0], layer.weight, layer.bias))
+    np.testing.assert_allclose(fused[-1][0], torch.relu(x @ w.T + b).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_linear_gelu_and_a_chain_after_it():
+    make_linear = _linear(16, 24)
+
+    def make_fn():
+        layer = make_linear()
+
+        def fn(x, y):
+            with wg.no_grad():
+                h = layer(x)
+                return F.gelu(h) * y + 1.0, h   # h is returned: the product stores it too
+        return fn
+    # gelu, mul, add: all three in the product's store
+    check_fusion(make_fn, _inputs((5, 16), (5, 24)), saved=3)
+
+
+def test_matmul_relu_backward_chain_trains_the_same():
+    x, w1, w2 = randn(8, 12), randn(12, 16), randn(16, 3)
+
+    def make_fn():
+        a = wg.tensor(w1, device="webgpu", requires_grad=True)
+        b = wg.tensor(w2, device="webgpu", requires_grad=True)
+
+        def fn(x):
+            a.grad = b.grad = None
+            ((x @ a).relu() @ b).sum().backward()
+            return a.grad * 1.0, b.grad * 1.0
+        return fn
+    # forward: relu into x @ a's store (its result is still stored: backward reads it); backward:
+    # relu's gradient into the store of the product that makes its incoming gradient, and each
+    # returned gradient's * 1.0 into the product that makes it
+    check_fusion(make_fn, lambda call: [wg.tensor(x * (call + 1), device="webgpu")], saved=4)
+
+
+def test_a_chain_recorded_before_the_product_joins_its_epilogue():
+    def fn(x, y, w):
+        t = (x * 2.0).exp()         # recorded before the product, which does not read it
+        return (y @ w + t).tanh()
+    # mul, exp, add, tanh: all four in the product's store
+    check_fusion(lambda: fn, _inputs((4, 6), (4, 5), (5, 6)), saved=4)
+
+
+def test_split_k_products_keep_their_maps_apart(monkeypatch):
+    monkeypatch.setattr(wg.get_backend("webgpu"), "is_software", False)   # a GPU's plan: K splits
+
+    def fn(x, y, z):
+        return (x @ y).relu() * 2.0, (z @ y.t()).relu()
+    # (4, 640) @ (640, 6) has K split (its pieces summed by a reduction, which the maps then read):
+    # relu and * 2.0 make one kernel after it; (3, 6) @ (6, 640) does not split: relu in its store
+    check_fusion(lambda: fn, _inputs((4, 640), (640, 6), (3, 6)), saved=2)
+
+
+def test_a_product_read_through_another_layout_keeps_its_map_apart():
+    def fn(x, y, z):
+        p = x @ y
+        return p.t() + z, p[:, :2] * 3.0   # thread i needs p's element at another place; fewer elements
+    check_fusion(lambda: fn, _inputs((5, 3), (3, 5), (5, 5)), saved=0)
+
+
 def _train_losses(model, loss_of, x, y, fuse, steps=4):
     """Losses and final weights of a few jitted training steps (Adam) on one batch (numpy arrays)."""
     opt = wg.optim.Adam(model.parameters(), lr=1e-2)

@@ -20,20 +20,32 @@ before it is read: then its value never leaves the kernel. Each member keeps its
 with its operands converted as map converts them, so the results are the unfused ones, bit for bit.
 The generated source depends only on the structure (ops, shapes, strides, wiring): offsets and
 scalars are parameters, and the pipeline is cached by the source.
+
+Epilogues: a matmul or convolution product (kernels/matmul.py) whose K is not split starts a group
+as a map does, as its first member: maps join it as above (as many elements as its result, which
+they read at offset + i, contiguous, as it writes it), except those writing a buffer it reads or its
+result, and maps recorded before it that touch its result's buffer (they saw earlier contents). The
+group is the product's kernel with the maps in its store (a MatmulEpilogue): each output element,
+bias added, goes through the members in the thread that computed it, and the product's own result
+is stored only where something else reads it. A split K is left alone: its pieces are summed by a
+reduction after it, so the maps' input is that sum, not the product's store.
 """
 import re
 import struct
 import weakref
 from typing import Any, NamedTuple
 
-from .kernels.common import fill
+from ... import dtypes
+from .kernels.common import fill, shader
 from .kernels.map import load, operand, scalar_operand
+from .kernels.matmul import MatmulEpilogue, product_dispatch, product_with_epilogue
 from .kernels.params import ParamBlock, u32
 from .runtime import PARAMS_BYTES, PARAMS_WORDS
 
 # map's alias of the compute type: a fused kernel's members may compute in different types (a
 # comparison's bool feeding a float where), so each member's lines spell out its own
 _T = re.compile(r"\bT\b")
+_F32 = dtypes.float32
 
 
 class _Access(NamedTuple):
@@ -60,12 +72,23 @@ class _Map(NamedTuple):
         return [a for a in self.operands if isinstance(a, _Access)] + [self.out]
 
 
-class _Node:
-    """A dispatch of the fused recording: a recorded one (index), or a group of maps (members);
-    what it reads and writes decides whether a group may move past it."""
+class _Product(NamedTuple):
+    """A recorded unsplit product: its index, ProductDispatch, buffer handles (out, a, b[, bias])
+    and its result as the maps read it."""
+    index: int
+    dispatch: Any
+    handles: tuple
+    out: _Access
 
-    def __init__(self, index, reads, writes, members=()):
+
+class _Node:
+    """A dispatch of the fused recording: a recorded one (index), or a group of maps (members) that
+    may follow a product (its epilogue); what it reads and writes decides whether a group may move
+    past it."""
+
+    def __init__(self, index, reads, writes, members=(), product=None):
         self.index, self.reads, self.writes, self.members = index, set(reads), set(writes), list(members)
+        self.product = product
 
     def blocks(self, group):
         return bool(self.writes & (group.reads | group.writes) or self.reads & group.writes)
@@ -90,15 +113,17 @@ def fuse(runtime, recording):
     maps = {index: _as_map(index, recording.dispatches[index][1], *described)
             for index, described in recording.elementwise.items()}
     recording.elementwise = {}
-    if len(maps) < 2:
+    if not maps:
         return 0
     fusion = _Fusion(runtime, recording)
     nodes = fusion.group(maps)
     dispatches, params, refresh = [], bytearray(), []
     refreshed = dict(recording.refresh)
     for node in nodes:
-        if len(node.members) == 1:
+        if len(node.members) == 1 and node.product is None:
             node.index = node.members[0].index
+        if node.product is not None and not node.members:
+            node.index = node.product.index
         if node.index is not None:
             if node.index in refreshed:
                 refresh.append((len(dispatches), refreshed[node.index]))
@@ -106,8 +131,14 @@ def fuse(runtime, recording):
             params += recording.params[node.index * PARAMS_BYTES:(node.index + 1) * PARAMS_BYTES]
             continue
         internal = fusion.internal(node)
-        pipeline, handles, words = _fused_kernel(runtime, _Plan(node.members, node.writes - internal))
-        dispatches.append((pipeline, handles, recording.dispatches[node.members[-1].index][2]))
+        plan = _Plan(node.members, node.writes - internal, node.product)
+        if node.product is None:
+            pipeline, handles, words = _fused_kernel(runtime, plan)
+            grid = recording.dispatches[node.members[-1].index][2]
+        else:
+            pipeline, handles, words = _epilogue_kernel(runtime, plan, node.product.out.handle not in internal)
+            grid = recording.dispatches[node.product.index][2]
+        dispatches.append((pipeline, handles, grid))
         params += struct.pack(f"<{len(words)}I", *words).ljust(PARAMS_BYTES, b"\0")
         recording.storages -= {fusion.dead[h] for h in internal}   # no kernel touches them now: back to the pool
     saved = len(recording.dispatches) - len(dispatches)
@@ -142,50 +173,74 @@ class _Fusion:
 
     def internal(self, group):
         """The buffers whose values may stay inside the group's kernel (see the module's doc)."""
-        indices = {m.index for m in group.members}
+        indices = {m.index for m in group.members} | ({group.product.index} if group.product else set())
+        product_out = group.product.out.handle if group.product else None
         return {h for h in group.writes if h in self.dead and h not in self.uploaded and self.users[h] <= indices
-                and _written_first(group.members, h)}
+                and (h == product_out or _written_first(group.members, h))}
 
     def group(self, maps):
         """The recording's dispatches as nodes, in the order they will run, maps grouped."""
         layout_of = self.runtime._layout_of
+        keys = {pipeline: key for key, pipeline in self.runtime._pipelines.items() if key[0] == "matmul"}
         nodes = []
         for index, (pipeline, handles, _) in enumerate(self.recording.dispatches):
             m = maps.get(index)
             if m is None:
                 modes = layout_of[pipeline]
-                nodes.append(_Node(index, handles, [h for h, mode in zip(handles, modes) if mode != "read"]))
+                writes = [h for h, mode in zip(handles, modes) if mode != "read"]
+                nodes.append(_Node(index, [h for h in handles if h not in writes], writes,
+                                   product=self.product(index, keys.get(pipeline), handles)))
                 continue
             group = _Node(None, [a.handle for a in m.accesses()[:-1]], [m.out.handle], [m])
             producers = []
             for a in m.operands:
                 if isinstance(a, _Access):
                     writer = next((n for n in reversed(nodes) if a.handle in n.writes), None)
-                    if writer is not None and writer.members and writer not in producers:
+                    if writer is not None and (writer.members or writer.product) and writer not in producers:
                         producers.append(writer)
             for producer in sorted(producers, key=nodes.index, reverse=True):
+                if producer.product and group.product:
+                    continue
                 at = nodes.index(producer)
                 joined = _Node(None, producer.reads | group.reads, producer.writes | group.writes,
-                               producer.members + group.members)
+                               producer.members + group.members, producer.product or group.product)
                 if self.joinable(joined) and not any(n.blocks(producer) for n in nodes[at + 1:]):
                     del nodes[at]
                     group = joined
             nodes.append(group)
         return nodes
 
+    def product(self, index, key, handles):
+        """The _Product of a recorded dispatch, if it is an unsplit product (None otherwise)."""
+        if key is None:
+            return None
+        dispatch = product_dispatch(key, self.recording.params[index * PARAMS_BYTES:(index + 1) * PARAMS_BYTES])
+        if dispatch is None or dispatch.split:
+            return None
+        return _Product(index, dispatch, handles, _Access(handles[0], _F32, 0, (dispatch.numel,), None))
+
     def joinable(self, group):
-        """Whether the group's maps may run as one kernel, one thread per element."""
-        members = group.members
-        if any(_numel(m.spec.shape) != _numel(members[0].spec.shape) for m in members):
+        """Whether the group's maps may run as one kernel, one thread per element (in the store of its
+        product, if it has one)."""
+        members, product = group.members, group.product
+        numel = product.dispatch.numel if product else _numel(members[0].spec.shape)
+        if any(_numel(m.spec.shape) != numel for m in members):
             return False
-        seen = {}
+        if product and any(m.out.handle in product.handles for m in members):
+            return False   # a buffer the product reads (other threads may still read it), or its own result
+        if product and any(a.handle == product.out.handle for m in members if m.index < product.index
+                           for a in m.accesses()):
+            return False   # a map recorded before the product touched that buffer's earlier contents
+        seen = {product.out.handle: (_F32, product.out.place)} if product else {}
         for a in (a for m in members for a in m.accesses()):
             key = (a.dtype, a.place) if a.handle in group.writes else a.dtype.wgsl
             if seen.setdefault(a.handle, key) != key:
                 return False
-        plan = _Plan(members, group.writes - self.internal(group))
-        return (len(plan.bound) < self.runtime.limits["max_storage_buffers_per_shader_stage"]   # and the params
-                and 2 + plan.offsets + plan.scalars <= PARAMS_WORDS)
+        plan = _Plan(members, group.writes - self.internal(group), product)
+        own_buffers = len(product.handles) if product else 0
+        own_words = len(product.dispatch.words) + 1 if product else 2   # and the opaque zero (a map's: numel too)
+        return (own_buffers + len(plan.bound) < self.runtime.limits["max_storage_buffers_per_shader_stage"]
+                and own_words + plan.offsets + plan.scalars <= PARAMS_WORDS)   # (and the params)
 
 
 def _numel(shape):
@@ -207,13 +262,14 @@ def _written_first(members, handle):
 
 class _Plan:
     """Where a fused kernel's members take their operands from, in order: a scalar word, the value
-    member k computed (("value", k)), or a load; which members store their output (the last write
-    of each buffer in `stored`); and the buffers it binds, in binding order."""
+    member k computed (("value", k)) or the product did (("value", "product")), or a load; which
+    members store their output (the last write of each buffer in `stored`); and the buffers it binds
+    (beside a product's own), in binding order."""
 
-    def __init__(self, members, stored):
-        self.members, self.sources, self.stores, self.bound = members, [], [], []
+    def __init__(self, members, stored, product=None):
+        self.members, self.product, self.sources, self.stores, self.bound = members, product, [], [], []
         last_write = {m.out.handle: k for k, m in enumerate(members)}
-        written = {}
+        written = {product.out.handle: "product"} if product else {}
         for k, m in enumerate(members):
             sources = []
             for a in m.operands:
@@ -240,6 +296,40 @@ class _Plan:
 
 def _fused_kernel(runtime, plan):
     """(pipeline, bound buffer handles, parameter words) of the kernel that runs a _Plan."""
+    lines, modes, types, offsets, scalars = _members(plan, "params.zero")
+    params = ParamBlock(u32("numel"), u32("zero"), u32("offsets", len(offsets)), u32("scalars", len(scalars)))
+    bindings = "\n".join(f"@group(0) @binding({slot + 1}) var<storage, {mode}> buf{slot}: array<{kind}>;"
+                         for slot, (mode, kind) in enumerate(zip(modes, types)))
+    source = fill("map", params, compute=plan.members[0].spec.compute.wgsl, bindings=bindings,
+                  body="\n".join(lines))
+    name = "+".join(m.spec.op.name for m in plan.members)
+    pipeline = runtime.pipeline(("map", name, source), lambda: source, "main", tuple(modes))
+    numel = _numel(plan.members[0].spec.shape)
+    return pipeline, tuple(plan.bound), params.pack(numel=numel, zero=0, offsets=offsets, scalars=scalars)
+
+
+def _epilogue_kernel(runtime, plan, stores_product):
+    """(pipeline, bound buffer handles, parameter words) of a product whose store runs a _Plan."""
+    lines, modes, types, offsets, scalars = _members(plan, "params_zero(0u)")
+    store = ["    out[i] = product;"] if stores_product else []
+    function = "\n".join([_map_functions(), "fn store_epilogue(i: u32, product: f32) {", *store, *lines, "}"])
+    epilogue = MatmulEpilogue(function, tuple(zip(modes, types)), len(offsets), len(scalars), stores_product)
+    product = plan.product
+    return product_with_epilogue(runtime, product.dispatch, product.handles, epilogue, plan.bound,
+                                 [0, *offsets, *scalars])
+
+
+def _map_functions():
+    """WGSL: the functions shaders/map.wgsl defines for its ops (erf_f, tanh_f, ...), which an
+    epilogue's ops call too: the text between its bindings and its entry point."""
+    text = shader("map")
+    return text[text.index("{{bindings}}") + len("{{bindings}}"):text.index("@compute")].strip()
+
+
+def _members(plan, zero):
+    """The WGSL lines that run a _Plan's members on element i (the coordinates of its strided
+    accesses, each member's value and the stores), the bound buffers' modes and element types, and
+    the offsets and scalar words those lines read (zero: WGSL of the opaque zero)."""
     modes = ["read"] * len(plan.bound)
     types = [None] * len(plan.bound)
     offsets, scalars, coordinates, body = [], [], {}, []
@@ -267,8 +357,11 @@ def _fused_kernel(runtime, plan):
             if kind == "scalar":
                 scalars.append(source)
                 lines.append(f"let {x} = {scalar_operand(len(scalars) - 1, m.spec.compute)};")
+            elif kind == "value" and source == "product":
+                lines.append(f"let {x} = {operand(m.spec.op, n, _opaque('product', _F32, zero))};")
             elif kind == "value":
-                lines.append(f"let {x} = {operand(m.spec.op, n, _opaque(f'v{source}', plan.members[source]))};")
+                value = _opaque(f"v{source}", plan.members[source].spec.out_dtype, zero)
+                lines.append(f"let {x} = {operand(m.spec.op, n, value)};")
             else:
                 lines.append(f"let at_{x} = {position(source)};")
                 value = load(source.dtype, buffer(source, "read"), f"at_{x}")
@@ -285,22 +378,14 @@ def _fused_kernel(runtime, plan):
             head.append(f"    let {c}_{d} = {c}_rest % {shape[d]}u;")
             head.append(f"    {c}_rest /= {shape[d]}u;")
         head.append(f"    let {c}_0 = {c}_rest;")
-    params = ParamBlock(u32("numel"), u32("zero"), u32("offsets", len(offsets)), u32("scalars", len(scalars)))
-    bindings = "\n".join(f"@group(0) @binding({slot + 1}) var<storage, {mode}> buf{slot}: array<{kind}>;"
-                         for slot, (mode, kind) in enumerate(zip(modes, types)))
-    source = fill("map", params, compute=plan.members[0].spec.compute.wgsl, bindings=bindings,
-                  body="\n".join(head + body))
-    name = "+".join(m.spec.op.name for m in plan.members)
-    pipeline = runtime.pipeline(("map", name, source), lambda: source, "main", tuple(modes))
-    numel = _numel(plan.members[0].spec.shape)
-    return pipeline, tuple(plan.bound), params.pack(numel=numel, zero=0, offsets=offsets, scalars=scalars)
+    return head + body, modes, types, offsets, scalars
 
 
-def _opaque(value, member):
+def _opaque(value, dtype, zero):
     """WGSL: a float a member computed, as the next member reads it: its bits plus a parameter that is
     0 at run time but unknown to the compiler, which then cannot fuse the two members' operations
     (a multiply and the next add into one FMA, as NVIDIA's does) where separate kernels round twice.
     An add, not a XOR: a value passed on through an identity would be XORed twice and fold back."""
-    if member.spec.out_dtype.wgsl != "f32":
+    if dtype.wgsl != "f32":
         return value
-    return f"bitcast<f32>(bitcast<u32>({value}) + params.zero)"
+    return f"bitcast<f32>(bitcast<u32>({value}) + {zero})"
