@@ -112,11 +112,7 @@ class FakeDriver:
         params = bytes(params)
         assert dispatches and len(params) % PARAMS_BYTES == 0 and len(params) <= self.arenas[-1], len(params)
         arena = len(self.arenas)
-        for group, pipeline, handles in new_bind_groups:
-            assert group not in self.made, f"bind group id {group} handed out twice"
-            assert len(handles) == len(self.pipelines[pipeline]) and all(h in self.buffers for h in handles)
-            self.bind_groups[group] = (self.pipelines[pipeline], tuple(handles), arena)
-            self.made.add(group)
+        self.make_bind_groups(new_bind_groups)
         alignment, per_dim = self.limits["min_storage_buffer_offset_alignment"], \
             self.limits["max_compute_workgroups_per_dimension"]
         for pipeline, group, offset, grid in dispatches:
@@ -126,6 +122,13 @@ class FakeDriver:
             assert offset % alignment == 0 and offset + PARAMS_BYTES <= len(params), offset
             assert len(grid) == 3 and max(grid) <= per_dim, grid
         self.log.append(("submit", params, tuple(new_bind_groups), tuple(dispatches)))
+
+    def make_bind_groups(self, new_bind_groups):
+        for group, pipeline, handles in new_bind_groups:
+            assert group not in self.made, f"bind group id {group} handed out twice"
+            assert len(handles) == len(self.pipelines[pipeline]) and all(h in self.buffers for h in handles)
+            self.bind_groups[group] = (self.pipelines[pipeline], tuple(handles), len(self.arenas))
+            self.made.add(group)
 
     def sync(self):
         self.log.append(("sync",))
@@ -144,12 +147,28 @@ class _JsBytes:
         return self._data
 
 
+class _FakePromise:
+    """A JS promise as FakeBridge hands it over: run_sync (the fixture's) settles it."""
+
+    def __init__(self, settle):
+        self.settle = settle
+
+
+def _js_error(message):
+    error = sys.modules["pyodide.ffi"].JsException(message)
+    error.message = message
+    return error
+
+
 class FakeBridge:
     """web/bridge.js as browser.py calls it: the arguments decoded by the layout bridge.js documents
-    and passed on to a FakeDriver."""
+    and passed on to a FakeDriver. As bridge.js, it hands out a pipeline's handle before its compile
+    ends and a submit waits for the compiles of the kernels it runs (returning a promise); each compile
+    ends then, logged as ("compiled", handle). A kernel whose WGSL says BROKEN fails to compile."""
 
     def __init__(self, driver):
         self.driver = driver
+        self.compiling = {}   # handle -> (label, wgsl) of compiles under way
 
     def init(self, raised, reported):
         assert list(raised) == [JS_NAMES[k] for k in RAISED_LIMITS], raised
@@ -170,7 +189,9 @@ class FakeBridge:
         self.driver.destroy_buffer(handle, list(groups))
 
     def createPipeline(self, label, wgsl, entry, bindings):
-        return self.driver.create_pipeline(label, wgsl, entry, bindings.split(","))
+        handle = self.driver.create_pipeline(label, wgsl, entry, bindings.split(","))
+        self.compiling[handle] = (label, wgsl)
+        return handle
 
     def createArena(self, size, params_bytes):
         assert params_bytes == PARAMS_BYTES
@@ -179,16 +200,38 @@ class FakeBridge:
     def forgetBindGroups(self):
         self.driver.forget_bind_groups()
 
-    def submit(self, params, records, groups_end):
+    @staticmethod
+    def _groups(records, groups_end):
         groups, i = [], 0
         while i < groups_end:
             group, pipeline, n = records[i: i + 3]
             groups.append((group, pipeline, tuple(records[i + 3: i + 3 + n])))
             i += 3 + n
         assert i == groups_end and (len(records) - groups_end) % 6 == 0
+        return groups
+
+    def makeBindGroups(self, records, groups_end):
+        self.driver.make_bind_groups(self._groups(records, groups_end))
+        self.driver.log.append(("groups only",))
+
+    def submit(self, params, records, groups_end):
+        groups = self._groups(records, groups_end)
         dispatches = [(records[j], records[j + 1], records[j + 2], tuple(records[j + 3: j + 6]))
                       for j in range(groups_end, len(records), 6)]
-        self.driver.submit(params, groups, dispatches)
+        waits = sorted({pipeline for pipeline, *_ in dispatches if pipeline in self.compiling})
+        if not waits:
+            return self.driver.submit(params, groups, dispatches)
+
+        def settle():
+            for handle in waits:
+                label, wgsl = self.compiling[handle]
+                if "BROKEN" in wgsl:   # bridge.js made the bind groups before it waited
+                    self.driver.make_bind_groups(groups)
+                    raise _js_error(f"Error: compile-failed: {label}\nerror at line 1:1: BROKEN is no WGSL")
+                del self.compiling[handle]
+                self.driver.log.append(("compiled", handle))
+            self.driver.submit(params, groups, dispatches)
+        return _FakePromise(settle)
 
     def sync(self):
         self.driver.sync()
@@ -200,7 +243,7 @@ def browser_driver(monkeypatch):
     module; bridge(fake_bridge) sets the bridge it talks to."""
     ffi = types.ModuleType("pyodide.ffi")
     ffi.JsException = type("JsException", (Exception,), {})
-    ffi.run_sync = lambda value: value      # FakeBridge answers at once
+    ffi.run_sync = lambda value: value.settle() if isinstance(value, _FakePromise) else value
     ffi.to_js = lambda value: value
     pyodide = types.ModuleType("pyodide")
     pyodide.ffi = ffi
@@ -370,6 +413,68 @@ def test_a_replay_larger_than_the_arena(fake_runtime):
         params = driver.logged("submit")[-1][1]
         words = [int.from_bytes(block[:4], "little") for block in blocks_of(params)]
         assert words[-size:] == list(range(size)), tag("the recording's parameters")
+
+
+# ---- compiles that go on while Python works (the browser's) ----
+def test_a_submit_waits_for_the_compiles_of_the_kernels_it_runs(browser_driver):
+    driver = FakeDriver()
+    runtime = Runtime(browser_driver(FakeBridge(driver)))
+    g = rng()
+    pipelines = [kernel(runtime, name=f"k{i}") for i in range(int(g.integers(3, 8)))]
+    assert not driver.logged("compiled"), tag("no compile is waited for where it starts")
+    a, b = runtime.alloc(64), runtime.alloc(64)
+    run = [p for p in pipelines if g.integers(0, 2)] or pipelines[:1]
+    for pipeline in run:
+        runtime.dispatch(pipeline, [a, b], [], 1)
+    runtime.flush()
+    assert [entry[0] for entry in driver.log[-len(run) - 1:]] == ["compiled"] * len(run) + ["submit"], tag()
+    assert sorted(entry[1] for entry in driver.logged("compiled")) == sorted(run), \
+        tag("only the kernels the submit runs are waited for")
+    rest = [p for p in pipelines if p not in run]
+    for pipeline in rest + run:
+        runtime.dispatch(pipeline, [a, b], [], 1)
+    runtime.flush()
+    assert sorted(entry[1] for entry in driver.logged("compiled")) == sorted(pipelines), tag("each compile once")
+    assert [len(entry[3]) for entry in driver.logged("submit")] == [len(run), len(pipelines)]
+
+
+def test_a_kernel_that_fails_to_compile_is_named_at_the_submit_that_runs_it(browser_driver):
+    driver = FakeDriver()
+    runtime = Runtime(browser_driver(FakeBridge(driver)))
+    good = kernel(runtime, name="good")
+    broken = runtime.pipeline(("broken_family", 3), lambda: "BROKEN", entry="forward")
+    a, b = runtime.alloc(64), runtime.alloc(64)
+    runtime.dispatch(good, [a, b], [], 1)
+    runtime.dispatch(broken, [a, b], [], 1)
+    with pytest.raises(RuntimeError, match=r"(?s)kernel broken_family \(shaders/broken_family.wgsl, "
+                                           r"entry point 'forward'\) failed to compile:\nerror at line 1:1"):
+        runtime.read(a, 0, 4)
+    assert not driver.logged("submit"), tag("nothing of a submit with a broken kernel runs")
+    with pytest.raises(RuntimeError, match="broken_family"):
+        runtime.flush()   # the queue still holds it: every submit says so, none runs it
+
+
+def test_work_run_to_compile_ahead_starts_the_compiles_and_is_dropped(browser_driver):
+    driver = FakeDriver()
+    browser = browser_driver(FakeBridge(driver))
+    runtime = Runtime(browser)
+    a, b = runtime.alloc(64), runtime.alloc(64)
+    g = rng()
+    pipelines = [kernel(runtime, name=f"k{i}") for i in range(int(g.integers(2, 6)))]
+    browser.compiling_ahead = True
+    for pipeline in pipelines:
+        runtime.dispatch(pipeline, [a, b], [], 1)
+    runtime.sync()
+    assert not driver.logged("submit", "compiled") and driver.logged("groups only"), \
+        tag("nothing runs, nothing is waited for")
+    assert set(driver.bind_groups) == set(runtime.bind_groups.ids.values()), tag("its bind groups are made")
+    browser.compiling_ahead = False
+    data = g.integers(0, 256, 64, dtype=np.uint8).tobytes()
+    runtime.write(a, data)
+    runtime.dispatch(pipelines[-1], [a, b], [], 1)
+    assert runtime.read(a, 0, 64) == data
+    [(_, _, new, dispatches)] = driver.logged("submit")
+    assert new == () and len(dispatches) == 1, tag("the next work reuses the groups and waits for its kernel")
 
 
 # ---- bind groups ----

@@ -17,6 +17,8 @@ const LOST = 'device-lost: ';
 // as KeyboardInterrupt (the GPU finishes the work unobserved); see interruptible().
 const INTERRUPTED = 'KeyboardInterrupt: Stop came while Python waited for the GPU';
 const INTERRUPT_POLL_MS = 25;
+// The start of a submit's rejection when a kernel it runs failed to compile; the kernel's label follows.
+const COMPILE_FAILED = 'compile-failed: ';
 
 // The first requestAdapter() of a fresh browser can answer null though a GPU is there (seen in
 // Chromium on Linux with an NVIDIA GPU: the next call returns it), so it is asked a few times.
@@ -159,8 +161,10 @@ export class Bridge {
     return layout;
   }
 
-  // bindings: "read_write,read,..." for @binding(1..). Rejects with the compiler's messages.
-  async createPipeline(label, wgsl, entry, bindings) {
+  // bindings: "read_write,read,..." for @binding(1..). Returns the pipeline's handle at once: the
+  // compile goes on without Python waiting for it (Dawn compiles async pipelines on worker threads,
+  // so the kernels a step asks for compile side by side), and submit waits for the ones it runs.
+  createPipeline(label, wgsl, entry, bindings) {
     this.check();
     // The scope catches the shader's validation error, which would otherwise also surface as an
     // uncaptured error; the compiler's own messages say more than the pipeline's rejection.
@@ -168,18 +172,22 @@ export class Bridge {
     const module = this.device.createShaderModule({ label, code: wgsl });
     const moduleError = this.device.popErrorScope();
     const layout = this.layout(bindings);
-    let pipeline;
-    try {
-      pipeline = await this.interruptible(
-        this.device.createComputePipelineAsync({ label, layout: layout.pipeline, compute: { module, entryPoint: entry } }));
-    } catch (e) {
-      if (e.message === INTERRUPTED) throw e;
-      const info = await module.getCompilationInfo();
-      const lines = info.messages.map((m) => `${m.type} at line ${m.lineNum}:${m.linePos}: ${m.message}`);
-      throw new Error(lines.length ? lines.join('\n') : (await moduleError)?.message ?? e.message);
-    }
     const handle = this.next++;
-    this.pipelines.set(handle, { pipeline, layout: layout.group });
+    const kernel = { pipeline: null, layout: layout.group, compiling: null };
+    const started = performance.now();
+    kernel.compiling = this.device.createComputePipelineAsync({ label, layout: layout.pipeline, compute: { module, entryPoint: entry } })
+      .then((pipeline) => {
+        kernel.pipeline = pipeline;
+        kernel.compiling = null;
+        // A User Timing entry per compile (DevTools' Performance panel; bench/page_first_step.py reads them).
+        performance.measure(`webgrad compile ${label}`, { start: started });
+      }, async (e) => {
+        const info = await module.getCompilationInfo();
+        const lines = info.messages.map((m) => `${m.type} at line ${m.lineNum}:${m.linePos}: ${m.message}`);
+        throw new Error(`${COMPILE_FAILED}${label}\n${lines.length ? lines.join('\n') : (await moduleError)?.message ?? e.message}`);
+      });
+    kernel.compiling.catch(() => {});   // reported by the submit that needs it, not as unhandled
+    this.pipelines.set(handle, kernel);
     return handle;
   }
 
@@ -201,13 +209,23 @@ export class Bridge {
   // params: the arena's contents. records: first, up to groupsEnd, the bind groups to make,
   //     [id, pipeline whose layout it has, n, buffer handle × n] each;
   // then the dispatches, [pipeline, bind group id, params offset, x, y, z] each.
+  // Returns nothing, or, while kernels it runs are still compiling, a promise of the submit made once
+  // they are (rejecting with COMPILE_FAILED and the compiler's messages when one fails). The bind
+  // groups are made at once either way (a layout needs no compiled pipeline): a wait that Stop ends
+  // leaves them made, as the runtime counts on.
   submit(params, records, groupsEnd) {
-    this.check();
-    for (let i = 0; i < groupsEnd;) {
-      const [id, pipeline, n] = records.subarray(i, i + 3);
-      this.groups.set(id, this.bindGroup(pipeline, records.subarray(i + 3, i + 3 + n)));
-      i += 3 + n;
+    this.makeBindGroups(records, groupsEnd);
+    const compiling = new Set();
+    for (let i = groupsEnd; i < records.length; i += 6) {
+      const pending = this.pipelines.get(records[i]).compiling;
+      if (pending) compiling.add(pending);
     }
+    if (compiling.size) return this.interruptible(Promise.all(compiling)).then(() => this.encode(params, records, groupsEnd));
+    this.encode(params, records, groupsEnd);
+  }
+
+  encode(params, records, groupsEnd) {
+    this.check();
     this.device.queue.writeBuffer(this.arena, 0, params);
     const encoder = this.device.createCommandEncoder();
     const pass = encoder.beginComputePass();
@@ -223,6 +241,16 @@ export class Bridge {
     }
     pass.end();
     this.device.queue.submit([encoder.finish()]);
+  }
+
+  // submit's first part alone: what a submit of work compiled ahead and never run leaves made.
+  makeBindGroups(records, groupsEnd) {
+    this.check();
+    for (let i = 0; i < groupsEnd;) {
+      const [id, pipeline, n] = records.subarray(i, i + 3);
+      this.groups.set(id, this.bindGroup(pipeline, records.subarray(i + 3, i + 3 + n)));
+      i += 3 + n;
+    }
   }
 
   bindGroup(pipeline, handles) {

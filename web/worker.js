@@ -54,6 +54,7 @@ let playground = null;  // the Python module web/playground.py
 let session = null;     // a playground.Session: the script's namespace and the step count
 let source = '';        // the script the session came from; Reset runs it again
 let countingSteps = null;  // the Python function below that makes a Session (see PAGE_PYTHON)
+let warmUp = null;         // PAGE_PYTHON's warm_up
 
 // The toy's Python calls: an error stops Play and shows under the code.
 const toyTask = (task, runsScript = false) => serial(task, (e) => {
@@ -103,6 +104,28 @@ def memory_stats():
     return json.dumps(webgrad.memory_stats())
 
 
+def warm_up(source):
+    """Starts the compiles of a training step's kernels before Play asks for them: one step of a
+    throwaway session of source, whose work the driver drops (compiling_ahead), so this returns at
+    once and the compiles go on while the page waits. The random state is left as it was, so the
+    real session trains as it would without."""
+    import gc
+    import playground
+    driver, state = backend.runtime.driver, webgrad.get_rng_state()
+    driver.compiling_ahead = True
+    try:
+        scratch = playground.Session(source)
+        if scratch.playable:
+            scratch.step(1)
+    except Exception:
+        pass   # the values are dropped, so a script may fail here; the real session has run it fine
+    finally:
+        driver.compiling_ahead = False
+        webgrad.set_rng_state(state)
+        scratch = None
+        gc.collect()   # the script's namespace holds itself (its functions' globals): free its buffers now
+
+
 backend = webgrad.get_backend("webgpu")
 json.dumps({"adapter": backend.info, "isSoftware": backend.is_software})`;
 
@@ -142,6 +165,7 @@ async function start() {
     info = await pyodide.runPythonAsync(PAGE_PYTHON);
     playground = pyodide.pyimport('playground');
     countingSteps = pyodide.globals.get('session_counting_steps');
+    warmUp = pyodide.globals.get('warm_up');
     watchMemory(pyodide.globals.get('memory_stats'));
   } catch (e) {
     post('no-webgpu', { reason: e.message });
@@ -214,6 +238,14 @@ const toyMessages = {
 function loadAndPlay(text, playing) {
   toyTask(() => load(text, false));
   if (playing) startRun(play);
+  else serial(warm, (e) => post('error', { text: e.message }), false, true);
+}
+
+// Compiling a step's kernels takes seconds on a software adapter (SwiftShader: ~1 s a matmul), so a
+// new session's are started once its first frame is shown; Python is back in milliseconds (the
+// page is not busy with it), and Play's first step waits only for what is left.
+async function warm() {
+  if (session && session.steps === 0) await call(warmUp, source);
 }
 
 // Stop (worker_python.js); then a frame shows the model that Play trained as the interrupt left it.

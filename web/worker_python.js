@@ -32,16 +32,18 @@ function showBusy() {
 }
 
 // Queues task; an error it throws goes to onError, except Stop's interrupt, which ends it quietly
-// (and, for a task that runs the user's script, says where in the script it landed).
-export function serial(task, onError, runsScript = false) {
+// (and, for a task that runs the user's script, says where in the script it landed). A task in the
+// background (work done ahead, such as compiling kernels) does not make the page busy.
+export function serial(task, onError, runsScript = false, background = false) {
   const at = epoch;
-  pending++;
+  const counted = background ? 0 : 1;
+  pending += counted;
   showBusy();
   queue = queue.then(() => at === epoch && task()).catch((e) => {
     if (isInterrupt(e)) interruptedAt = runsScript ? scriptLine(e.message) : null;
     else onError(e);
   }).finally(() => {
-    pending--;
+    pending -= counted;
     showBusy();
   });
   return queue;

@@ -6,10 +6,11 @@ The page's worker registers {bridge: new Bridge()} (web/bridge.js) as the JS mod
 they are coarse: one per buffer upload, readback or pipeline, and one per submit carrying
 everything it needs (the params blob and one Int32Array of records, see submit).
 
-WebGPU's readbacks, device requests and pipeline compiles are async in the browser. They are
-awaited here with pyodide.ffi.run_sync (JS Promise Integration), so `.item()` stays synchronous;
-that requires Python to have been entered through runPythonAsync or callPromising (the worker's
-calls are).
+WebGPU's readbacks, device requests and pipeline compiles are async in the browser. Readbacks
+and device requests are awaited here with pyodide.ffi.run_sync (JS Promise Integration), so
+`.item()` stays synchronous; that requires Python to have been entered through runPythonAsync or
+callPromising (the worker's calls are). Compiles are not awaited where they start: a submit waits
+for those of the kernels it runs, so the kernels of a step compile side by side.
 """
 import array
 import json
@@ -22,6 +23,7 @@ from .runtime import PARAMS_BYTES, RAISED_LIMITS, REPORTED_LIMITS, DeviceLost
 
 _LOST = "device-lost: "   # how bridge.js starts every error once the device is lost
 _INTERRUPTED = "KeyboardInterrupt: "   # how bridge.js starts a GPU wait that the page's Stop ended
+_COMPILE_FAILED = "compile-failed: "   # how bridge.js starts a submit's error when a kernel it runs did not compile
 
 
 def _js_name(limit):
@@ -37,6 +39,11 @@ def _python_error(e, what="webgrad: "):
         return DeviceLost(e.message.split(_LOST, 1)[1])
     if _INTERRUPTED in e.message:
         return KeyboardInterrupt(e.message.split(_INTERRUPTED, 1)[1])
+    if _COMPILE_FAILED in e.message:
+        label, messages = e.message.split(_COMPILE_FAILED, 1)[1].split("\n", 1)
+        family, entry = label.split(":", 1)
+        return RuntimeError(f"webgpu: kernel {family} (shaders/{family}.wgsl, entry point '{entry}') "
+                            f"failed to compile:\n{messages}")
     return RuntimeError(what + e.message)
 
 
@@ -62,6 +69,9 @@ class BrowserDriver:
         self.info = init["info"]
         self.limits = {k: init["limits"][_js_name(k)] for k in REPORTED_LIMITS}
         self.is_software = init["isSoftware"]
+        # True while work runs only to start its kernels' compiles (see submit): the page's worker
+        # runs a throwaway training step so while it waits for Play
+        self.compiling_ahead = False
 
     # ---- buffers
 
@@ -82,10 +92,9 @@ class BrowserDriver:
     # ---- pipelines
 
     def create_pipeline(self, label, wgsl, entry, bindings):
-        try:
-            return run_sync(self._bridge.createPipeline(label, wgsl, entry, ",".join(bindings)))
-        except JsException as e:
-            raise _python_error(e, "") from None   # the runtime names the kernel
+        # the handle comes back at once; the compile goes on in the browser, and the first submit
+        # that runs the kernel waits for it (and raises the compiler's messages, if any)
+        return _call(self._bridge.createPipeline, label, wgsl, entry, ",".join(bindings))
 
     # ---- execution
 
@@ -104,7 +113,12 @@ class BrowserDriver:
         groups_end = len(records)
         for pipeline, group, params_offset, (x, y, z) in dispatches:
             records.extend((pipeline, group, params_offset, x, y, z))
-        _call(self._bridge.submit, to_js(memoryview(params)), to_js(records), groups_end)
+        if self.compiling_ahead:   # the kernels compile on; the work is dropped (its bind groups are made)
+            _call(self._bridge.makeBindGroups, to_js(records), groups_end)
+            return
+        compiling = _call(self._bridge.submit, to_js(memoryview(params)), to_js(records), groups_end)
+        if compiling is not None:   # kernels it runs are still compiling: it submits once they are
+            _await(lambda: compiling)
 
     def sync(self):
         _await(self._bridge.sync)

@@ -16,7 +16,10 @@ decides nothing; GPU objects stay on its side, named by the integer handles and 
         their bytes back to back, from one copy into one staging buffer and one map (a read of a
         value fetches the index error words with it: index_errors.py)
     destroy_buffer(handle, bind_groups)                the bind groups (ids) that bind it go too
-    create_pipeline(label, wgsl, entry, bindings) -> handle   bindings: "read" | "read_write" each
+    create_pipeline(label, wgsl, entry, bindings) -> handle   bindings: "read" | "read_write" each;
+        label: "family:entry". The browser's returns before the compile ends (the kernels a step
+        asks for compile side by side): its submit waits for those it runs, and raises there,
+        naming the kernel, when one failed to compile; the native one compiles at once
     create_arena(size)                                 the params arena, replacing the last one
     forget_bind_groups()                               drop every bind group
     features                                           the OPTIONAL_FEATURES the device was granted
