@@ -11,9 +11,11 @@ The op oracles:
     finite_difference_check(fn, *inputs) float64 central differences on the cpu device
 Inputs are NumPy arrays; floating ones get requires_grad, integer/bool ones are indices/masks.
 """
+import importlib
 import math
 import os
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -24,6 +26,9 @@ except ImportError:  # running without PYTHONPATH=py / an installed package
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "py"))
 
 import webgrad as wg
+from webgrad.backends.webgpu.runtime import Runtime
+
+import runtime_fakes
 
 DEVICES = ("cpu", "webgpu")
 ATOL = RTOL = 1e-4          # float32 results against torch / cpu
@@ -314,3 +319,39 @@ def finite_difference_check(fn, *inputs, grad=True, eps=1e-5, atol=FD_ATOL, rtol
             assert abs(analytic[index] - numeric) <= atol + rtol * abs(numeric), tag(
                 f"finite differences: d/d input{i}{[int(v) for v in index]} analytic {float(analytic[index])!r} "
                 f"vs numeric {numeric!r}")
+
+
+# ---- runtimes over stand-in drivers (tests/runtime_fakes.py) ----
+@pytest.fixture
+def browser_driver(monkeypatch):
+    """browser.py's BrowserDriver class, imported with stand-ins for Pyodide and the page's bridge
+    module; bridge(fake_bridge) sets the bridge it talks to."""
+    ffi = types.ModuleType("pyodide.ffi")
+    ffi.JsException = type("JsException", (Exception,), {})
+    ffi.run_sync = lambda value: value.settle() if isinstance(value, runtime_fakes._FakePromise) else value
+    ffi.to_js = lambda value: value
+    pyodide = types.ModuleType("pyodide")
+    pyodide.ffi = ffi
+    bridge_module = types.ModuleType("webgrad_bridge")
+    for name, module in (("pyodide", pyodide), ("pyodide.ffi", ffi), ("webgrad_bridge", bridge_module)):
+        monkeypatch.setitem(sys.modules, name, module)
+    name = "webgrad.backends.webgpu.browser"
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    module = importlib.import_module(name)
+
+    def make(bridge):
+        bridge_module.bridge = bridge
+        return module.BrowserDriver()
+    yield make
+    sys.modules.pop(name, None)
+
+
+@pytest.fixture(params=["fake", "browser"])
+def fake_runtime(request):
+    """make() -> (FakeDriver, a Runtime over it): directly, or through browser.py and FakeBridge."""
+    def make():
+        driver = runtime_fakes.FakeDriver()
+        if request.param == "browser":
+            return driver, Runtime(request.getfixturevalue("browser_driver")(runtime_fakes.FakeBridge(driver)))
+        return driver, Runtime(driver)
+    return make
