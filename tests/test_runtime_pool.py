@@ -10,6 +10,7 @@ from webgrad.backends.webgpu.native import NativeDriver
 from webgrad.backends.webgpu.runtime import MAX_QUEUED, PARAMS_BYTES, Runtime, f32_bits
 from conftest import rng, tag
 from runtime_fakes import kernel
+from test_native_driver import AXPB   # out[i] = a[i] * scale + b[i] over a segment
 
 
 # ---- the buffer pool ----
@@ -128,22 +129,6 @@ def test_random_work_keeps_the_driver_consistent(fake_runtime, monkeypatch):
 
 
 # ---- the same policy on the real device ----
-# out[i] = a[i] * scale + b[i] over the segment [base, base + n); params: scale (f32 bits), n, base.
-AXPB = """
-@group(0) @binding(0) var<storage, read> p: array<u32>;
-@group(0) @binding(1) var<storage, read> a: array<f32>;
-@group(0) @binding(2) var<storage, read> b: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    if (gid.x >= p[1]) { return; }
-    let i = p[2] + gid.x;
-    out[i] = a[i] * bitcast<f32>(p[0]) + b[i];
-}
-"""
-
-
 @pytest.fixture(scope="module")
 def native():
     """A runtime over a native driver of its own (its bind groups and arena start afresh)."""
