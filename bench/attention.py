@@ -6,7 +6,8 @@ Prints, per (batch, heads, length, head size), milliseconds per forward and per 
 of each, and the ratios fused / composed and fused / PyTorch (above 1: the fused kernel is slower).
 Each shape is first checked against PyTorch on fresh random inputs. Run on the lent GPU
 (../shared/DEVICE.md): webgrad over Vulkan, PyTorch over CUDA, one process. --threads and --other
-try other tilings of the kernels (kernels/attention.py's THREADS and OTHER_ROWS); --shapes picks
+try other tilings of the kernels (kernels/attention.py's THREADS and OTHER_ROWS), --workgroup-bytes
+the tiles of a smaller workgroup memory than the adapter's (16384: the page's); --shapes picks
 shapes, as BxHxLxE,...; --profile adds each kernel's GPU time (webgrad.profiler).
 """
 import argparse
@@ -28,6 +29,8 @@ def main():
     parser.add_argument("--threads", type=int, help="invocations per workgroup")
     parser.add_argument("--other", help="rows per tile to try, as 32,16")
     parser.add_argument("--shapes", help="BxHxLxE,...")
+    parser.add_argument("--workgroup-bytes", type=int,
+                        help="size the tiles for this much workgroup memory (16384: the page's), not the adapter's")
     parser.add_argument("--profile", action="store_true", help="then GPU time per kernel (webgrad.profiler)")
     args = parser.parse_args()
     if args.threads:
@@ -37,9 +40,14 @@ def main():
     shapes = [tuple(int(n) for n in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
-    info = wg.get_backend("webgpu").info
+    backend = wg.get_backend("webgpu")
+    limits = backend.runtime.limits
+    if args.workgroup_bytes:
+        limits["max_compute_workgroup_storage_size"] = min(args.workgroup_bytes, limits["max_compute_workgroup_storage_size"])
+    info = backend.info
     print(f"webgrad on {info['name']} ({info['backend']}); PyTorch {torch.__version__}, f32, causal; "
-          f"{tiling.THREADS} threads, tiles of {tiling.OTHER_ROWS}")
+          f"{tiling.THREADS} threads, tiles of {tiling.OTHER_ROWS}, "
+          f"{limits['max_compute_workgroup_storage_size']} bytes of workgroup memory")
     print(f"{'B x H x L x E':>18} {'fwd ms':>8} {'composed':>8} {'torch':>8} {'f/c':>5} {'f/t':>5}   "
           f"{'fwd+bwd':>8} {'composed':>8} {'torch':>8} {'f/c':>5} {'f/t':>5}")
     rng = np.random.default_rng(0)

@@ -39,7 +39,7 @@ const XW: u32 = {{xw}}u;               // vec4s of a whole staged row (a multipl
 const MASKED: u32 = 0xff800000u;       // -inf's bits
 const LOWEST: f32 = -3.4028234e38;     // a running max before any score
 
-// Workgroup memory, in vec4s (within WebGPU's 16 KiB: kernels/attention.py picks the tiles):
+// Workgroup memory, in vec4s (16 KiB, WebGPU's default, where the tiles fit; kernels/attention.py picks):
 const W_AT: u32 = 0u;                        // OTHER x RG weights: [tile row][r] = r's 4 own rows
 const X_AT: u32 = OTHER * RG;                // OTHER x XW: a whole tile (v, k, dout or q); or
 const A_AT: u32 = X_AT;                      // OWN x CHUNK of own rows and

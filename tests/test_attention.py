@@ -12,6 +12,7 @@ import torch.nn.functional as TF
 
 import webgrad as wg
 import webgrad.nn.functional as F
+from webgrad.backends.webgpu.kernels.attention import OTHER_ROWS, THREADS, attention_tiles
 from conftest import assert_close, check_op, randn, rng, tag, to_numpy, wg_tensor
 from test_nn_norm_layers import _count_dispatches
 
@@ -111,6 +112,35 @@ def test_sdpa_past_the_grid():
     batch = wg.get_backend("webgpu").runtime.limits["max_compute_workgroups_per_dimension"] + 5
     check_op(_sdpa(F), randn(batch, 1, 8), randn(batch, 2, 8), randn(batch, 2, 8), device="webgpu",
              torch_fn=_sdpa(TF), grad=False)
+
+
+@pytest.mark.parametrize("workgroup_bytes", [16384, 32768, 49152])
+def test_attention_tiles_fit(workgroup_bytes):
+    """Every head up to 128 gets tiles whose workgroup memory (and row_stats') fits the limit, within
+    WebGPU's default 16 KiB wherever the largest tiles fit there, the adapter's larger memory only
+    for larger tiles than 16 KiB holds."""
+    for nq in range(1, 33):
+        for nv in range(1, 33):
+            default, tiles = attention_tiles(nq, nv, 16384), attention_tiles(nq, nv, workgroup_bytes)
+            used = (tiles.scratch + THREADS) * 16
+            assert used <= workgroup_bytes, tag(f"heads {4 * nq}, {4 * nv}: {tiles} takes {used} bytes")
+            assert tiles == default or (tiles.other > default.other and used > 16384), \
+                tag(f"heads {4 * nq}, {4 * nv}: {tiles} where {default} fits 16 KiB")
+    assert attention_tiles(32, 32, 16384).other < attention_tiles(32, 32, 32768).other == OTHER_ROWS[0], \
+        "heads of 128: the largest tiles where the memory holds them"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_default_workgroup_memory(causal, monkeypatch):
+    """Capped at WebGPU's default 16 KiB (the page's), heads of 128 take tiles of 16 keys, not the
+    32 that an adapter with more workgroup memory gets: both tilings against torch."""
+    limits = wg.get_backend("webgpu").runtime.limits
+    assert attention_tiles(32, 32, limits["max_compute_workgroup_storage_size"]).other == 32
+    monkeypatch.setitem(limits, "max_compute_workgroup_storage_size", 16384)
+    mask = None if causal else rng().random((21, 35)) < 0.8
+    check_op(_sdpa(F, is_causal=causal), randn(2, 21, 128), randn(2, 35, 128), randn(2, 35, 120),
+             *([] if mask is None else [mask]), device="webgpu", torch_fn=_sdpa(TF, is_causal=causal), grad=[0, 1, 2],
+             fd=False)
 
 
 @pytest.mark.parametrize("p", [0.2, 0.5])

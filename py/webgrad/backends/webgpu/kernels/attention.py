@@ -12,7 +12,7 @@ from .params import ParamBlock, f32, u32
 # attention there.
 ATTENTION_MAX_HEAD = 128
 THREADS = 64              # invocations per workgroup (shaders/attention.wgsl's THREADS)
-WORKGROUP_BYTES = 16384   # WebGPU's default maxComputeWorkgroupStorageSize
+WORKGROUP_BYTES = 16384   # WebGPU's default maxComputeWorkgroupStorageSize (the page's)
 OTHER_ROWS = (32, 16, 8)  # the tiles' rows tried, largest first (bench/attention.py compares them)
 
 # The kernels' parameters (their meanings: shaders/attention.wgsl).
@@ -35,23 +35,27 @@ class Tiles(NamedTuple):
     scratch: int
 
 
-def attention_tiles(nq, nv):
-    """The largest tiles (OTHER_ROWS rows; each thread 4 x 4 scores) whose workgroup memory (and
-    row_stats' THREADS vec4s) fits WebGPU's default 16 KiB for heads of nq (q, k) and nv (v) vec4s,
-    and the fewest passes of a product over the head."""
+def attention_tiles(nq, nv, workgroup_bytes=WORKGROUP_BYTES):
+    """The largest tiles (OTHER_ROWS rows; each thread 4 x 4 scores) for heads of nq (q, k) and nv
+    (v) vec4s, in the least workgroup memory that holds them: WebGPU's default 16 KiB, else the
+    adapter's workgroup_bytes (tiles of 32 rows need more past heads of 64); then the fewest passes
+    of a product over the head that fit. More memory than the tiles need lowers occupancy: on the
+    H100, heads of 64 kept resident beside the tiles (31 KiB) ran the backward 2.2x slower."""
     widest = max(nq, nv)
+    budgets = sorted({min(WORKGROUP_BYTES, workgroup_bytes), workgroup_bytes})
     for other in OTHER_ROWS:
         groups = other // 4
         own = 4 * THREADS // groups
         xw = -(-widest // groups) * groups
         sizes = {chunk: other * own // 4 + max(other * xw, (own + other) * (chunk + 1))
                  for chunk in range(1, min(16, widest) + 1)}
-        fitting = [chunk for chunk, vec4s in sizes.items() if (vec4s + THREADS) * 16 <= WORKGROUP_BYTES]
-        if fitting:
-            passes = -(-widest // fitting[-1])
-            chunk = -(-widest // passes)
-            return Tiles(own, other, chunk, xw, sizes[chunk])
-    raise ValueError(f"attention: no tiles fit {WORKGROUP_BYTES} bytes for heads of {4 * widest}")
+        for budget in budgets:   # (and row_stats' THREADS vec4s)
+            fitting = [chunk for chunk, vec4s in sizes.items() if (vec4s + THREADS) * 16 <= budget]
+            if fitting:
+                passes = -(-widest // fitting[-1])
+                chunk = -(-widest // passes)
+                return Tiles(own, other, chunk, xw, sizes[chunk])
+    raise ValueError(f"attention: no tiles fit {workgroup_bytes} bytes for heads of {4 * widest}")
 
 
 class AttentionKernels:
@@ -86,7 +90,8 @@ class AttentionKernels:
         batch = math.prod(batch_shape)
         nq, nv = (-(-size // 4) for size in (q.shape[-1], v.shape[-1]))
         rows = k.shape[-2] if entry == "dkv" else q.shape[-2]
-        block = THREADS if entry == "delta" else attention_tiles(nq, nv).own
+        tiles = attention_tiles(nq, nv, self.runtime.limits["max_compute_workgroup_storage_size"])
+        block = THREADS if entry == "delta" else tiles.own
         if not batch or not rows:
             return
         dims = len(batch_shape) + 2
@@ -100,7 +105,7 @@ class AttentionKernels:
             dout_strides=no_mask if grad is None else grad.strides,
             offsets=[t.offset if t is not None else 0 for t in (q, k, v, mask, grad)])
         pipeline = self.runtime.pipeline(
-            ("attention", entry, nq, nv), lambda: _attention_source(entry, nq, nv),
+            ("attention", entry, nq, nv, tiles), lambda: _attention_source(entry, nq, nv, tiles),
             entry=entry, bindings=("read_write",) + ("read",) * (len(storages) - 1))
         self.runtime.dispatch(pipeline, storages, words, batch * -(-rows // block))
 
@@ -252,10 +257,9 @@ def _entry_body(entry, nq, nv, tiles):
     return body
 
 
-def _attention_source(entry, nq, nv):
+def _attention_source(entry, nq, nv, tiles):
     """shaders/attention.wgsl with the entry point `entry` written out for heads of nq (q, k) and nv
-    (v) vec4s."""
-    tiles = attention_tiles(nq, nv)
+    (v) vec4s, blocked as `tiles`."""
     entries = ""
     if entry != "delta":
         head = ["@compute @workgroup_size(THREADS)",
