@@ -14,8 +14,8 @@ from webgrad.backends.webgpu import index_errors
 from webgrad.backends.webgpu.runtime import word_window
 from webgrad.nn import functional as F
 from conftest import integers, randn, rng, tag
-# the runtime over a fake driver, directly and through browser.py (fixtures: the policy tests')
-from test_runtime_policy import browser_driver, fake_runtime, kernel  # noqa: F401
+# the runtime over a fake driver, directly and through browser.py: conftest's fake_runtime
+from runtime_fakes import kernel
 
 GATHER_OPS = ("x[i]", "x[:, i]", "index_select", "gather")
 
@@ -75,7 +75,7 @@ def _check_error(ours, theirs, device, op, index, size, words=None, torch_says=T
 
 
 # ---- the runtime's policy, over a fake driver ----
-def test_a_read_fetches_the_index_error_words_in_the_same_call(fake_runtime):  # noqa: F811 (a fixture)
+def test_a_read_fetches_the_index_error_words_in_the_same_call(fake_runtime):
     driver, runtime = fake_runtime()
     g = rng()
     storage = runtime.alloc(int(g.integers(1, 600)))
@@ -87,7 +87,7 @@ def test_a_read_fetches_the_index_error_words_in_the_same_call(fake_runtime):  #
     assert regions == ((storage.handle, *word_window(offset, size)), runtime.index_errors.region), tag(str(regions))
 
 
-def test_a_recorded_index_error_is_raised_once_at_the_next_read(fake_runtime):  # noqa: F811 (a fixture)
+def test_a_recorded_index_error_is_raised_once_at_the_next_read(fake_runtime):
     driver, runtime = fake_runtime()
     code = index_errors.code("some_op", "index {index} is out of bounds for dimension {dim} with size {size}")
     g = rng()
