@@ -2,6 +2,7 @@
 and pages that may not reach anything beyond localhost."""
 import contextlib
 import os
+import re
 
 import pytest
 
@@ -39,9 +40,10 @@ def page(browser):
 
 
 @contextlib.contextmanager
-def guarded_page(browser):
-    """The page fixture's page, for fixtures of a wider scope (downloads allowed)."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+def guarded_page(browser, size=(1400, 1000)):
+    """The page fixture's page, for fixtures of a wider scope (downloads allowed); size: the viewport's
+    (width, height)."""
+    context = browser.new_context(viewport=dict(zip(("width", "height"), size)), accept_downloads=True)
     leaks, errors = [], []
     local_only(context, leaks)
     page = context.new_page()
@@ -51,6 +53,40 @@ def guarded_page(browser):
     context.close()
     assert not leaks, f"the page tried to reach beyond localhost: {leaks}"
     assert not errors, f"uncaught errors in the page: {errors}"
+
+
+@contextlib.contextmanager
+def opened_view(browser, url, view, timeout_s, seed, size=(1400, 1000)):
+    """A guarded_page at url (a link to the view "mnist" or "lm"), once the view's status says Ready."""
+    with guarded_page(browser, size) as page:
+        page.goto(url)
+        wait_for_text(page, f"{view}-status", "Ready", timeout_s, seed)
+        yield page
+
+
+def text(page, testid):
+    """The text of the element with that data-testid."""
+    return page.text_content(f"[data-testid={testid}]")
+
+
+def wait_for_text(page, testid, pattern, timeout_s, seed):
+    """Waits until the text of the element with that data-testid matches the regular expression
+    pattern or names an error, and fails (naming the test's random seed) unless it matches, and,
+    where pattern is not about an error, names none."""
+    wait_for(page, f"/{pattern}|rror/.test(document.querySelector('[data-testid={testid}]').textContent)", timeout_s)
+    said = text(page, testid)
+    assert re.search(pattern, said) and ("rror" not in said or "rror" in pattern), f"seed {seed}: {said}"
+
+
+def save_screenshot(page, name, size=None):
+    """The whole page saved as e2e/artifacts/<name>; size: (width, height) to set the viewport to first."""
+    if size:
+        page.set_viewport_size(dict(zip(("width", "height"), size)))
+        page.wait_for_timeout(300)   # the charts and the heat map follow the new width
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    path = os.path.join(ARTIFACTS, name)
+    page.screenshot(path=path, full_page=True)
+    return path
 
 
 @pytest.fixture
@@ -69,9 +105,4 @@ def open_playground(page, site_url):
 @pytest.fixture
 def screenshot(page):
     """screenshot(name) saves the whole page as e2e/artifacts/<name>."""
-    def save(name):
-        os.makedirs(ARTIFACTS, exist_ok=True)
-        path = os.path.join(ARTIFACTS, name)
-        page.screenshot(path=path, full_page=True)
-        return path
-    return save
+    return lambda name: save_screenshot(page, name)

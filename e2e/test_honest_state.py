@@ -5,14 +5,13 @@ corrected in the address bar with a notice naming each; every tab fits a phone's
 
 One page serves the tests that need Python (loading it is the slow part); the links' tests need
 none. Random values (seeds, bad settings) are drawn afresh each run; the failures name them."""
-import os
 import random
 import re
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from e2e.conftest import ARTIFACTS, guarded_page, wait_for
+from e2e.conftest import guarded_page, opened_view, save_screenshot, text, wait_for, wait_for_text
 
 SEED = random.randrange(100000)
 MNIST = f"#view=mnist&model=mlp&lr=0.003&batch=64&steps=1000&seed={SEED}"
@@ -20,29 +19,10 @@ AT_STEP = re.compile(r"at step (\d+)")
 WIDE, PHONE = (1440, 900), (390, 844)
 
 
-def text(page, testid):
-    return page.text_content(f"[data-testid={testid}]")
-
-
-def wait_for_text(page, testid, pattern, timeout_s):
-    wait_for(page, f"/{pattern}|rror/.test(document.querySelector('[data-testid={testid}]').textContent)", timeout_s)
-    assert re.search(pattern, text(page, testid)), f"seed {SEED}: {text(page, testid)}"
-
-
-def shot(page, name, size):
-    page.set_viewport_size(dict(zip(("width", "height"), size)))
-    page.wait_for_timeout(300)   # the charts follow the new width
-    os.makedirs(ARTIFACTS, exist_ok=True)
-    page.screenshot(path=os.path.join(ARTIFACTS, name), full_page=True)
-
-
 @pytest.fixture(scope="module")
 def page(browser, site_url):
     """The MNIST view of a fresh page, its first test shown."""
-    with guarded_page(browser) as page:
-        page.set_viewport_size(dict(zip(("width", "height"), WIDE)))
-        page.goto(site_url + MNIST)
-        wait_for_text(page, "mnist-status", "Ready", 120)
+    with opened_view(browser, site_url + MNIST, "mnist", 120, SEED, WIDE) as page:
         wait_for(page, "document.querySelector('[data-testid=mnist-accuracy]').textContent !== '–'", 60)
         yield page
 
@@ -111,7 +91,7 @@ def test_a_stale_test_accuracy_says_from_which_step(page):
 
 def test_a_stale_validation_loss_says_from_which_step(page):
     page.click("[data-testid=tab-lm]")
-    wait_for_text(page, "lm-status", "Ready", 120)
+    wait_for_text(page, "lm-status", "Ready", 120, SEED)
     assert text(page, "lm-val-loss-at") == "at step 0"
     _train_until_stale(page, "lm", "lm-val-loss", pause=False)   # the next test's tab switch pauses it
 
@@ -120,8 +100,8 @@ def test_every_tab_fits_a_phone(page):
     """At 390x844 no tab scrolls sideways (checked in the DOM); screenshots of each at both sizes."""
     for tab in ("playground", "mnist", "lm"):
         page.click(f"[data-testid=tab-{tab}]")
-        shot(page, f"tab-{tab}-1440.png", WIDE)
-        shot(page, f"tab-{tab}-390.png", PHONE)
+        save_screenshot(page, f"tab-{tab}-1440.png", WIDE)
+        save_screenshot(page, f"tab-{tab}-390.png", PHONE)
         wider = page.evaluate("""Array.from(document.querySelectorAll('body *'))
             .filter((e) => e.getClientRects().length && e.getBoundingClientRect().right > innerWidth + 0.5)
             .slice(0, 5).map((e) => `${e.tagName.toLowerCase()}#${e.id}.${e.className}`)""")

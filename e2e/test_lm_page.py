@@ -6,7 +6,6 @@ One trained page serves every test (training is the slow part). Its seed is draw
 (the failure messages name it): the settings must work for any seed."""
 import json
 import math
-import os
 import random
 import time
 from collections import Counter
@@ -14,7 +13,7 @@ from collections import Counter
 import pytest
 
 from e2e.browser import code_text
-from e2e.conftest import ARTIFACTS, guarded_page, wait_for
+from e2e.conftest import opened_view, save_screenshot, text, wait_for, wait_for_text
 import webgrad as wg
 from webgrad import nn
 from webgrad.cli_gpt import load_gpt
@@ -30,10 +29,6 @@ SETTINGS = f"#view=lm&corpus=names&size=tiny&lr=0.01&batch=16&steps={STEPS}&ever
 MARGIN = 0.3   # nats per character below the letter-frequency baseline (3.17 on the names)
 
 
-def text(page, testid):
-    return page.text_content(f"[data-testid={testid}]")
-
-
 def status(page):
     return text(page, "lm-status")
 
@@ -43,21 +38,13 @@ def val_loss(page):
 
 
 def wait_for_status(page, pattern, timeout_s):
-    wait_for(page, f"/{pattern}|rror/.test(document.querySelector('[data-testid=lm-status]').textContent)", timeout_s)
-    assert "rror" not in status(page) or "rror" in pattern, f"seed {SEED}: {status(page)}"
+    wait_for_text(page, "lm-status", pattern, timeout_s, SEED)
 
 
 def sample(page):
     """The sample shown: (its prompt, what the model wrote after it)."""
     prompt = page.text_content("[data-testid=lm-sample] b")
     return prompt, text(page, "lm-sample")[len(prompt):]
-
-
-def screenshot(page, name, width, height):
-    os.makedirs(ARTIFACTS, exist_ok=True)
-    page.set_viewport_size({"width": width, "height": height})
-    page.wait_for_timeout(300)   # the charts and the heat map follow the new width
-    page.screenshot(path=os.path.join(ARTIFACTS, name), full_page=True)
 
 
 @pytest.fixture(scope="module")
@@ -69,10 +56,8 @@ def corpus():
 @pytest.fixture(scope="module")
 def trained(browser, site_url):
     """The language-model view after training the tiny GPT for STEPS steps on the names."""
-    with guarded_page(browser) as page:
-        t0 = time.monotonic()
-        page.goto(site_url + SETTINGS)
-        wait_for_status(page, "Ready", 120)
+    t0 = time.monotonic()
+    with opened_view(browser, site_url + SETTINGS, "lm", 120, SEED) as page:
         t1 = time.monotonic()
         page.click("[data-testid=lm-train]")
         wait_for_status(page, "Trained", 240)
@@ -146,8 +131,8 @@ def test_the_attention_map_shows_a_chosen_head(trained):
 
 def test_the_view_fits_a_wide_screen_and_a_phone(trained):
     page = trained
-    screenshot(page, "lm-trained-1440.png", 1440, 900)
-    screenshot(page, "lm-trained-390.png", 390, 844)
+    save_screenshot(page, "lm-trained-1440.png", (1440, 900))
+    save_screenshot(page, "lm-trained-390.png", (390, 844))
     overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     assert overflow <= 0, f"the page scrolls sideways by {overflow} px at 390 px wide"
     page.set_viewport_size({"width": 1400, "height": 1000})

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import webgrad as wg
-from e2e.conftest import ARTIFACTS, guarded_page, wait_for
+from e2e.conftest import opened_view, save_screenshot, text, wait_for, wait_for_text
 from webgrad import nn
 from webgrad.data.mnist_dataset import to_input
 
@@ -19,10 +19,6 @@ SEED = random.randrange(100000)
 STEPS = 150   # at batch 128 and Adam lr 0.003: 0.92 or more on the first 1000 test images, whatever the seed
 SETTINGS = f"#view=mnist&model=mlp&lr=0.003&batch=128&steps={STEPS}&test=1000&seed={SEED}"
 TEST_IMAGES = 1000
-
-
-def text(page, testid):
-    return page.text_content(f"[data-testid={testid}]")
 
 
 def status(page):
@@ -34,23 +30,14 @@ def accuracy(page):
 
 
 def wait_for_status(page, pattern, timeout_s):
-    wait_for(page, f"/{pattern}|rror/.test(document.querySelector('[data-testid=mnist-status]').textContent)",
-             timeout_s)
-    assert "rror" not in status(page) or "rror" in pattern, f"seed {SEED}: {status(page)}"
-
-
-def screenshot(page, name):
-    os.makedirs(ARTIFACTS, exist_ok=True)
-    page.screenshot(path=os.path.join(ARTIFACTS, name), full_page=True)
+    wait_for_text(page, "mnist-status", pattern, timeout_s, SEED)
 
 
 @pytest.fixture(scope="module")
 def trained(browser, site_url):
     """The MNIST view after training the MLP for STEPS steps: (page, seconds to load, seconds to train)."""
-    with guarded_page(browser) as page:
-        t0 = time.monotonic()
-        page.goto(site_url + SETTINGS)
-        wait_for_status(page, "Ready", 90)
+    t0 = time.monotonic()
+    with opened_view(browser, site_url + SETTINGS, "mnist", 90, SEED) as page:
         wait_for(page, "document.querySelector('[data-testid=mnist-accuracy]').textContent !== '–'", 30)
         t1 = time.monotonic()
         page.click("[data-testid=mnist-train]")
@@ -94,7 +81,7 @@ def test_the_mlp_trains_to_90_percent_on_the_test_digits(trained):
     page, load_s, train_s = trained
     print(f"seed {SEED}: page and data ready in {load_s:.1f} s, {STEPS} steps in {train_s:.1f} s "
           f"({text(page, 'mnist-speed')} steps/s at the end), test accuracy {accuracy(page)}")
-    screenshot(page, "mnist-trained.png")
+    save_screenshot(page, "mnist-trained.png")
     assert accuracy(page) >= 0.90, f"seed {SEED}: test accuracy {accuracy(page)} after {STEPS} steps"
     assert text(page, "mnist-step-count") == str(STEPS)
     progress = page.locator("[data-testid=mnist-progress]")
@@ -122,7 +109,7 @@ def test_a_drawn_digit_gets_probabilities(trained):
     page, _, _ = trained
     draw(page, [[(0.5, 0.15), (0.5, 0.85)]])   # a one
     digit, probs, seen = probabilities(page)
-    screenshot(page, "mnist-drawn.png")
+    save_screenshot(page, "mnist-drawn.png")
     assert len(probs) == 10 and all(0 <= p <= 1 for p in probs)
     assert sum(probs) == pytest.approx(1, abs=1e-4)
     assert digit == max(range(10), key=probs.__getitem__)

@@ -7,7 +7,8 @@ import { codeEditor } from './editor.js';
 import { attentionMap, shown } from './lm_attention.js';
 import { FAST_ON_SOFTWARE, LABELS, LM_CHOICES, lmFromHash, lmToHash, MAX_PROMPT, PROMPTS, SIZES, sizeLabel } from './lm_settings.js';
 import uPlot from './uplot/uPlot.esm.js';
-import { $, printTo, saveFile, showBusy, showStatus, stepAxis, takeFile } from './ui.js';
+import { $, printTo, saveFile, showAge, showBusy, showRunProgress, showStatus, stepAxis, takeFile,
+         trainingStatus } from './ui.js';
 
 const MAX_TEXT = 20e6;   // characters of the user's own text
 
@@ -217,15 +218,8 @@ export function lmView(send, initialHash) {
   }
 
   function showProgress(steps) {
-    const runLength = Number(settings.steps);
-    const start = plan > 0 ? plan - runLength : 0;
-    $('lm-progress').max = runLength;
-    $('lm-progress').value = Math.min(runLength, Math.max(0, steps - start));
-    $('lm-step-count').textContent = String(steps);
-    // The validation loss comes every few seconds: once training has gone past it, it says from when.
-    const stale = evaluatedAt !== null && steps > evaluatedAt;
-    $('lm-val-loss').classList.toggle('stale', stale);
-    $('lm-val-loss-at').textContent = evaluatedAt === null ? '' : `at step ${evaluatedAt}${stale ? ' (measured every few seconds)' : ''}`;
+    showRunProgress('lm', steps, plan, Number(settings.steps));
+    showAge('lm-val-loss', evaluatedAt, steps, 'measured every few seconds');
   }
 
   function addPoint(step, trainLoss, valLoss) {
@@ -297,13 +291,11 @@ export function lmView(send, initialHash) {
   const handlers = {
     'lm-status': ({ text }) => setStatus(text),
     'lm-session': ({ info: next, why }) => showSession(next, why),
-    'lm-state'({ training: now, plan: until }) {
-      const finished = training && !now;
-      training = now;
-      plan = until;
+    'lm-state'(state) {
+      const status = trainingStatus(training, state, curves[0].at(-1), settings.steps);
+      ({ training, plan } = state);
       setBusy(false);
-      if (now) setStatus('Training…');
-      else if (finished) setStatus(curves[0].at(-1) >= plan ? `Trained ${plan} steps: press Train for ${settings.steps} more` : 'Paused');
+      if (status) setStatus(status);
     },
     'lm-progress'({ data: [steps, loss], stepMs }) {
       $('lm-train-loss').textContent = loss.toFixed(3);

@@ -10,9 +10,9 @@ import array
 import dataclasses
 import json
 import math
-import os
 from collections import Counter
 
+import weights_file
 from playground import run_script
 from pyodide.ffi import to_js
 
@@ -23,7 +23,6 @@ from webgrad.io import check_fits
 
 DEVICE = "webgpu"
 SCRIPT = "lm.py"                  # the script's name in tracebacks
-WEIGHTS_FILE = "/tmp/weights.pt"  # in Pyodide's in-memory file system
 CUSTOM_FILE = "input.txt"         # the user's own text, in the working directory (the worker writes it)
 NEEDED = ("text", "data", "config", "model", "train_step", "validation_loss", "sample")
 ABOUT = {"names": "English first names, one a line", "shakespeare": "Shakespeare's plays and poems",
@@ -165,13 +164,9 @@ class Session:
     def weights(self, corpus):
         """A checkpoint as `python -m webgrad train gpt --save` writes it (the model, its config and
         tokenizer, the step count and validation loss) and the corpus's name, as Uint8Array."""
-        wg.save({"model": self.model.state_dict(), "model_args": dataclasses.asdict(self.config),
-                 "tokenizer": self.data.tokenizer.state_dict(), "iter_num": self.steps,
-                 "val_loss": self.val_loss, "corpus": corpus}, WEIGHTS_FILE)
-        with open(WEIGHTS_FILE, "rb") as f:
-            data = f.read()
-        os.remove(WEIGHTS_FILE)
-        return to_js(data)
+        return weights_file.saved({"model": self.model.state_dict(), "model_args": dataclasses.asdict(self.config),
+                                   "tokenizer": self.data.tokenizer.state_dict(), "iter_num": self.steps,
+                                   "val_loss": self.val_loss, "corpus": corpus}, ".pt")
 
 
 class View:
@@ -201,14 +196,7 @@ class View:
         """A fresh Session for the model in a checkpoint (Uint8Array; name: the user's file name),
         with its weights, trained on the current text; its info. A file that holds no such model
         raises ValueError saying why, and the current Session stays."""
-        with open(WEIGHTS_FILE, "wb") as f:
-            f.write(data.to_bytes())
-        try:
-            checkpoint = wg.load(WEIGHTS_FILE, map_location=DEVICE)
-        except ValueError as e:
-            raise ValueError(str(e).replace(WEIGHTS_FILE, name)) from None
-        finally:
-            os.remove(WEIGHTS_FILE)
+        checkpoint = weights_file.loaded(data, name, ".pt", DEVICE)
         if not isinstance(checkpoint, dict) or not {"model", "model_args", "tokenizer"} <= checkpoint.keys():
             held = ", ".join(map(str, checkpoint))[:80] if isinstance(checkpoint, dict) else type(checkpoint).__name__
             raise ValueError(f"{name}: not a GPT checkpoint (a dict of model, model_args and tokenizer, as this page "

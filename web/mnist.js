@@ -3,7 +3,7 @@
 // the GPU run in worker.js (web/mnist_view.py); this is the page side, and mnist_draw.js its drawing pad.
 import uPlot from './uplot/uPlot.esm.js';
 import { digitImage, drawingPad } from './mnist_draw.js';
-import { $, saveFile, showBusy, showStatus, stepAxis, takeFile } from './ui.js';
+import { $, saveFile, showAge, showBusy, showRunProgress, showStatus, stepAxis, takeFile, trainingStatus } from './ui.js';
 
 export const MNIST_CHOICES = {
   model: ['mlp', 'cnn'],
@@ -129,21 +129,13 @@ export function mnistView(post, initialHash) {
   }
 
   function showProgress(steps) {
-    const runLength = Number(settings.steps);
-    const start = plan > 0 ? plan - runLength : 0;
-    $('mnist-progress').max = runLength;
-    $('mnist-progress').value = Math.min(runLength, Math.max(0, steps - start));
-    $('mnist-step-count').textContent = String(steps);
+    showRunProgress('mnist', steps, plan, Number(settings.steps));
     $('mnist-epoch').textContent = ((steps * Number(settings.batch)) / TRAIN_SIZE).toFixed(2);
-    showAge(steps);
+    showAccuracyAge(steps);
   }
 
-  // The test accuracy comes from an evaluation every few seconds: once training has gone past it,
-  // the readout says it is older than the step count beside it.
-  function showAge(steps) {
-    const stale = evaluatedAt !== null && steps > evaluatedAt;
-    $('mnist-accuracy').classList.toggle('stale', stale);
-    $('mnist-accuracy-at').textContent = evaluatedAt === null ? '' : stale ? `at step ${evaluatedAt} (tested every few seconds)` : `at step ${evaluatedAt}`;
+  function showAccuracyAge(steps) {
+    showAge('mnist-accuracy', evaluatedAt, steps, 'tested every few seconds');
   }
 
   function addPoint(step, loss, trainAccuracy, testAccuracy) {
@@ -186,7 +178,7 @@ export function mnistView(post, initialHash) {
     evaluatedAt = steps;
     $('mnist-accuracy').textContent = accuracy.toFixed(3);
     $('mnist-accuracy-of').textContent = `${right} of ${n} test digits right`;
-    showAge(Number($('mnist-step-count').textContent));
+    showAccuracyAge(Number($('mnist-step-count').textContent));
     addPoint(steps, null, null, accuracy);
     drawConfusion(confusion);
     drawDigits();
@@ -255,15 +247,12 @@ export function mnistView(post, initialHash) {
     'mnist-data'({ images, labels }) {
       test = { images, labels };
     },
-    'mnist-state'({ training: now, plan: until }) {
-      const finished = training && !now;
-      training = now;
-      plan = until;
+    'mnist-state'(state) {
+      const status = trainingStatus(training, state, curves[0].at(-1), settings.steps);
+      ({ training, plan } = state);
       setBusy(false);
-      if (now) setStatus('Training…');
-      else if (finished) setStatus(curves[0].at(-1) >= plan ? `Trained ${plan} steps: press Train for ${settings.steps} more` : 'Paused');
-      else setStatus('Ready: press Train');
-      if (!now && plan === 0) fresh();
+      setStatus(status ?? 'Ready: press Train');
+      if (!training && plan === 0) fresh();
     },
     'mnist-progress'({ data: [steps, loss, accuracy], stepMs }) {
       $('mnist-loss').textContent = loss.toFixed(3);

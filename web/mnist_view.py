@@ -7,8 +7,8 @@ one model with its optimizer and loader. The worker calls their methods between 
 back typed arrays.
 """
 import array
-import os
 
+import weights_file
 from pyodide.ffi import to_js
 
 import webgrad as wg
@@ -20,7 +20,6 @@ from webgrad.io import check_fits, read_idx
 
 DEVICE = "webgpu"
 EVAL_BATCH = 1000        # test images per forward pass: the CNN's activations for 10000 would take 0.5 GB
-WEIGHTS_FILE = "/tmp/weights.safetensors"   # in Pyodide's in-memory file system
 
 
 class View:
@@ -44,14 +43,7 @@ class View:
         name) holds the weights of, with those weights; returns which model ('mlp' or 'cnn'). A
         file that is not one raises ValueError saying why (no safetensors file, or made for a
         different model: the first tensor that differs), and the current Trainer stays."""
-        with open(WEIGHTS_FILE, "wb") as f:
-            f.write(data.to_bytes())
-        try:
-            state = wg.load(WEIGHTS_FILE, device=DEVICE)
-        except ValueError as e:
-            raise ValueError(str(e).replace(WEIGHTS_FILE, name)) from None
-        finally:
-            os.remove(WEIGHTS_FILE)
+        state = weights_file.loaded(data, name, ".safetensors", DEVICE)
         # The chosen model, or the other one if the file names its tensors; check_fits says what differs.
         trainer = Trainer(self.train, self.test, self.trainer.kind, **self.settings)
         if state.keys() != trainer.model.state_dict().keys():
@@ -118,8 +110,4 @@ class Trainer:
 
     def weights(self):
         """The model's state_dict as a safetensors file (wg.save's bytes), as Uint8Array."""
-        wg.save(self.model.state_dict(), WEIGHTS_FILE, metadata={"model": self.kind})
-        with open(WEIGHTS_FILE, "rb") as f:
-            data = f.read()
-        os.remove(WEIGHTS_FILE)
-        return to_js(data)
+        return weights_file.saved(self.model.state_dict(), ".safetensors", metadata={"model": self.kind})

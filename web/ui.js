@@ -1,7 +1,19 @@
-// What the page's views share: element lookup, files in and out, the code panels' output, the
-// status lines and toggles, and the worker with its Stop buttons.
+// What the page's views share: element lookup, the parts of index.html they repeat, files in and
+// out, the code panels' output, the status lines, progress bars and toggles, and the worker with
+// its Stop buttons.
 
 export const $ = (id) => document.getElementById(id);
+
+// The parts that views repeat (index.html's <template>s): each <div data-template="NAME" data-KEY=…>
+// becomes a copy of the template NAME, with {KEY} in it read as that placeholder's data-KEY. It
+// runs as this module loads, so every view finds its elements in place.
+for (const slot of document.querySelectorAll('[data-template]')) {
+  const { template, ...values } = slot.dataset;
+  slot.outerHTML = $(template).innerHTML.trim().replace(/\{(\w+)\}/g, (_, key) => {
+    if (!(key in values)) throw new Error(`index.html: the ${template} placeholder has no data-${key}`);
+    return values[key];
+  });
+}
 
 // Offers bytes to the user as a download named name.
 export function saveFile(data, name) {
@@ -50,6 +62,34 @@ export function showToggle(play, pause, running, pauseDisabled) {
   shown.hidden = false;
   gone.hidden = true;
   if (document.activeElement === gone) shown.focus();
+}
+
+// A view's progress bar (`${prefix}-progress`) through the Train run that stops at step plan (each
+// run is runLength steps; plan 0: none yet), and its step count.
+export function showRunProgress(prefix, steps, plan, runLength) {
+  const start = plan > 0 ? plan - runLength : 0;
+  $(`${prefix}-progress`).max = runLength;
+  $(`${prefix}-progress`).value = Math.min(runLength, Math.max(0, steps - start));
+  $(`${prefix}-step-count`).textContent = String(steps);
+}
+
+// A readout measured every few seconds (a test accuracy, a validation loss; its element id) says the
+// step it is from (`${id}-at`), and is greyed with how often it is measured (every) once training
+// has gone past that step.
+export function showAge(id, measuredAt, steps, every) {
+  const stale = measuredAt !== null && steps > measuredAt;
+  $(id).classList.toggle('stale', stale);
+  $(`${id}-at`).textContent = measuredAt === null ? '' : `at step ${measuredAt}${stale ? ` (${every})` : ''}`;
+}
+
+// What a view's status line says on the worker's '<view>-state' ({training, plan: the step count
+// the Train run stops at}): 'Training…' while a run goes on; when one has just ended (wasTraining),
+// whether it trained to its plan (stepsDone) or was paused; null otherwise. runLength: the steps
+// a press of Train runs.
+export function trainingStatus(wasTraining, { training, plan }, stepsDone, runLength) {
+  if (training) return 'Training…';
+  if (!wasTraining) return null;
+  return stepsDone >= plan ? `Trained ${plan} steps: press Train for ${runLength} more` : 'Paused';
 }
 
 // Stop gets an answer within this long, or the worker is ended and a fresh one started.

@@ -45,7 +45,7 @@ import { CORPORA, startViews, viewLoops, viewMessage, viewsStopped } from './wor
 
 const status = (text) => post('status', { text });
 
-const PAGE_MODULES = ['playground.py', 'mnist_view.py', 'lm_view.py'];
+const PAGE_MODULES = ['playground.py', 'mnist_view.py', 'lm_view.py', 'weights_file.py'];
 
 let py = null;
 let interrupt = null;   // Stop's shared byte (Uint8Array), when the page is cross-origin isolated
