@@ -11,8 +11,9 @@
 // dq:      a workgroup per (batch, OWN queries), over tiles of OTHER keys: dq += scale ds k.
 // Every product is a register tile, as a matmul's: thread (r, c) of THREADS computes the 4 x 4
 // scores of its own rows r + i RG and the tile's rows c + j GROUPS (i, j < 4) from staged chunks
-// of CHUNK vec4s of the head, then accumulates its own rows' outputs (out, dq, dk, dv) for the
-// head's vec4s c + m GROUPS, from the weights (p or ds) of the whole tile, shared through
+// of CHUNK vec4s of the head (each thread fetching its share of the next chunk into registers
+// while the workgroup uses the current one), then accumulates its own rows' outputs (out, dq, dk,
+// dv) for the head's vec4s c + m GROUPS, from the weights (p or ds) of the whole tile, shared through
 // workgroup memory. A thread's registers are named (never arrays indexed in loops, which GPU
 // compilers place in slow local memory). Masked scores are -inf (by bits: compilers may assume
 // finite maths) and their p is 0; a query with every key masked gets out 0 and no gradient (lse
@@ -109,49 +110,53 @@ fn load(which: u32, index: u32) -> f32 {
     }
 }
 
-// Stages rows first .. first + rows of operand `which` (its batch from `start`, `strides` along rows
-// and dims; those below `count`; zero past them and past its head size), vec4s d0 .. d0 + width of
-// each, in scratch from `base`, a row every `stride` vec4s. A thread moves a vec4 at a time: 4
-// loads from one address where the row is contiguous. (Scalars only: a struct passed to a
-// function can cost a trip through local memory.)
+// Vec4 i of the rows first .. first + rows of operand `which` (its batch from `start`, `strides`
+// along rows and dims; those below `count`; zero past them, past its head size and for i past the
+// rows' vec4s), vec4s d0 .. d0 + width of each, row by row. (Scalars only: a struct passed to a
+// function can cost a trip through local memory.) Without branches: the 4 loads always run (a load
+// outside the buffer reads some element of it, as WebGPU guarantees) and select() keeps those
+// inside. SwiftShader (the page's CPU WebGPU) compiled the earlier form, an if per row and per dim,
+// 6-8x slower where the products write out their fetches (minutes for the backward); the H100 ran
+// the branch-free form 5-10% faster.
+fn fetch(i: u32, which: u32, start: u32, strides: vec2<u32>, first: u32, count: u32, rows: u32, d0: u32,
+         width: u32) -> vec4<f32> {
+    let size = select(params.head, params.value_head, which >= 2u);
+    let row = i / width;
+    let d = 4u * (d0 + i % width);
+    let at = start + (first + row) * strides.x + d * strides.y;
+    let inside = vec4((row < rows) & (first + row < count)) & (vec4(d) + vec4(0u, 1u, 2u, 3u) < vec4(size));
+    let value = vec4(load(which, at), load(which, at + strides.y), load(which, at + 2u * strides.y),
+                     load(which, at + 3u * strides.y));
+    return select(vec4<f32>(), value, inside);
+}
+
+// Puts fetch()'s vec4 i (of rows of `width` vec4s) in scratch from `base`, a row every `stride` vec4s.
+fn put(i: u32, base: u32, rows: u32, width: u32, stride: u32, value: vec4<f32>) {
+    if (i < rows * width) {
+        scratch[base + (i / width) * stride + i % width] = value;
+    }
+}
+
+// Stages fetch()'s rows (a thread a vec4 at a time) in scratch from `base`, a row every `stride` vec4s.
 fn stage(li: u32, base: u32, which: u32, start: u32, strides: vec2<u32>, first: u32, count: u32, rows: u32,
          d0: u32, width: u32, stride: u32) {
-    let size = select(params.head, params.value_head, which >= 2u);
     for (var i = li; i < rows * width; i += THREADS) {
-        let row = i / width;
-        let d = 4u * (d0 + i % width);
-        var value = vec4<f32>();
-        if (first + row < count) {
-            let at = start + (first + row) * strides.x + d * strides.y;
-            if (strides.y == 1u && d + 3u < size) {
-                value = vec4(load(which, at), load(which, at + 1u), load(which, at + 2u), load(which, at + 3u));
-            } else {
-                for (var c = 0u; c < 4u; c++) {
-                    if (d + c < size) {
-                        value[c] = load(which, at + c * strides.y);
-                    }
-                }
-            }
-        }
-        scratch[base + row * stride + i % width] = value;
+        put(i, base, rows, width, stride, fetch(i, which, start, strides, first, count, rows, d0, width));
     }
 }
 
 // The score of (query, key) from s = scale * q.k: -inf where masked (or outside the rows), else plus
-// the float mask. mask_at: the mask's element (query, key), read where there is a mask.
+// the float mask. mask_at: the mask's element (query, key), read where there is a mask. Selects,
+// not early returns: SwiftShader compiles them faster, and the H100 ran the kernels 5-8% faster.
 fn score(query: u32, key: u32, s: f32, mask_at: u32) -> f32 {
     let masked = f32_from_bits(MASKED);
-    if (query >= params.queries || key >= params.keys || (params.causal == 1u && key > query)) {
-        return masked;
+    var value = s;
+    if (params.mask_kind != 0u) {   // the same in every thread
+        let word = mask[mask_at];
+        value = select(s + bitcast<f32>(word), select(masked, s, word != 0u), params.mask_kind == 1u);
     }
-    if (params.mask_kind == 0u) {
-        return s;
-    }
-    let word = mask[mask_at];
-    if (params.mask_kind == 1u) {
-        return select(masked, s, word != 0u);
-    }
-    return s + bitcast<f32>(word);
+    let outside = (query >= params.queries) | (key >= params.keys) | ((params.causal == 1u) & (key > query));
+    return select(value, masked, outside);
 }
 
 fn is_masked(s: f32) -> bool {

@@ -62,6 +62,13 @@ def test_sdpa_layouts(device):
              torch_fn=lambda q, k, v: TF.scaled_dot_product_attention(*heads(q, k, v)), fd_points=6)
     check_op(_sdpa(F), randn(2, 3, 10, 16), randn(1, 1, 12, 16), randn(2, 1, 12, 16), device=device,
              torch_fn=_sdpa(TF), fd_points=6)
+
+    def dims_last(q, k, v):   # (B, H, E, L) -> (B, H, L, E) views: the head's elements a row apart
+        return q.transpose(-1, -2), k.transpose(-1, -2), v.transpose(-1, -2)
+    check_op(lambda q, k, v: F.scaled_dot_product_attention(*dims_last(q, k, v), is_causal=True),
+             randn(2, 2, 16, 11), randn(2, 2, 16, 11), randn(2, 2, 16, 11), device=device,
+             torch_fn=lambda q, k, v: TF.scaled_dot_product_attention(*dims_last(q, k, v), is_causal=True),
+             fd_points=6)
     check_op(_sdpa(F, is_causal=True), randn(9, 16), randn(9, 16), randn(9, 20), device=device,
              torch_fn=_sdpa(TF, is_causal=True), fd_points=6)
     check_op(_sdpa(F, enable_gqa=True), randn(2, 6, 10, 16), randn(2, 2, 13, 16), randn(2, 2, 13, 16),

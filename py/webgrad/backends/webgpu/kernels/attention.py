@@ -126,16 +126,25 @@ def _score(query, key, dot):
     return f"score({query}, {key}, {dot} * params.scale, {mask_at})"
 
 
-def _product(name, own, other, n4, own_rows, other_rows):
+def _product(name, own, other, n4, own_rows, other_rows, tiles):
     """name{i}{j}: own row i . tile row j of operands `own` and `other` over n4 vec4s, staged CHUNK
-    vec4s at a time. own_rows, other_rows: (first row, row count) as WGSL expressions."""
+    vec4s at a time; each thread fetches its share of the next chunk into registers while the
+    current one is used (only the first chunk waits for global memory; holding the next product's
+    or tile's first chunk across the tile as well measured no faster on the H100). own_rows,
+    other_rows: (first row, row count) as WGSL expressions."""
     lines = [f"{name}{i}{j} = 0.0;" for i in R for j in R]
-    own_rows, other_rows = ", ".join(own_rows), ", ".join(other_rows)
-    lines += [f"for (var d0 = 0u; d0 < {n4}u; d0 += CHUNK) {{",
-              f"    stage(li, A_AT, {_operand(own)}, {own_rows}, OWN, d0, CHUNK, CHUNK + 1u);",
-              f"    stage(li, B_AT, {_operand(other)}, {other_rows}, OTHER, d0, CHUNK, CHUNK + 1u);",
-              "    workgroupBarrier();",
-              "    for (var d = 0u; d < CHUNK; d++) {"]
+    sides = [("a", own, own_rows, "OWN", "A_AT", tiles.own), ("b", other, other_rows, "OTHER", "B_AT", tiles.other)]
+    fetches = [(f"{name}_{side}{u}", f"li + {u}u * THREADS", which, ", ".join(rows), size, at)
+               for side, which, rows, size, at, count in sides for u in range(-(-count * tiles.chunk // THREADS))]
+
+    def fetch(d0):
+        return [f"{reg} = fetch({i}, {_operand(which)}, {rows}, {size}, {d0}, CHUNK);"
+                for reg, i, which, rows, size, _ in fetches]
+    lines += [f"var {reg} = vec4<f32>();" for reg, *_ in fetches] + fetch("0u")
+    lines += [f"for (var d0 = 0u; d0 < {n4}u; d0 += CHUNK) {{"]
+    lines += [f"    put({i}, {at}, {size}, CHUNK, CHUNK + 1u, {reg});" for reg, i, _, _, size, at in fetches]
+    lines += ["    workgroupBarrier();", f"    if (d0 + CHUNK < {n4}u) {{"]
+    lines += ["        " + line for line in fetch("d0 + CHUNK")] + ["    }", "    for (var d = 0u; d < CHUNK; d++) {"]
     lines += [f"        let a{i} = scratch[A_AT + (r + {i}u * RG) * (CHUNK + 1u) + d];" for i in R]
     lines += [f"        let b{j} = scratch[B_AT + (c + {j}u * GROUPS) * (CHUNK + 1u) + d];" for j in R]
     lines += [f"        {name}{i}{j} += dot(a{i}, b{j});" for i in R for j in R]
@@ -190,7 +199,7 @@ def _entry_body(entry, nq, nv, tiles):
         body += _declare("s") + _declare("p") + _declare("a", count=mv)
         body += [f"var top{i} = LOWEST;" for i in R] + [f"var total{i} = 0.0;" for i in R]
         body += ["for (var start = 0u; start < keys_end(first); start += OTHER) {"]
-        loop = _product("s", Q, K, nq, own, keys)
+        loop = _product("s", Q, K, nq, own, keys, tiles)
         loop += [f"s{i}{j} = {_score(own_row[i], tile_row[j], f's{i}{j}')};" for i in R for j in R]
         for i in R:   # the tile's max of the thread's part of row i, shared with the row's threads
             unmasked = [f"select(LOWEST, s{i}{j}, !is_masked(s{i}{j}))" for j in R]
@@ -223,7 +232,7 @@ def _entry_body(entry, nq, nv, tiles):
                      f"let lse{i} = out[params.stats_at + 2u * stat{i}];",
                      f"let delta{i} = out[params.stats_at + 2u * stat{i} + 1u];"]
         body += ["for (var start = 0u; start < keys_end(first); start += OTHER) {"]
-        loop = _product("s", Q, K, nq, own, keys) + _product("dp", DOUT, V, nv, own, keys)
+        loop = _product("s", Q, K, nq, own, keys, tiles) + _product("dp", DOUT, V, nv, own, keys, tiles)
         for i in R:
             for j in R:
                 loop += [f"s{i}{j} = {_score(own_row[i], tile_row[j], f's{i}{j}')};",
@@ -241,7 +250,7 @@ def _entry_body(entry, nq, nv, tiles):
                 "    row_stats[2u * j] = saved[params.stats_at + 2u * query];",
                 "    row_stats[2u * j + 1u] = saved[params.stats_at + 2u * query + 1u];",
                 "}"]
-        loop += _product("s", K, Q, nq, own, queries) + _product("dp", V, DOUT, nv, own, queries)
+        loop += _product("s", K, Q, nq, own, queries, tiles) + _product("dp", V, DOUT, nv, own, queries, tiles)
         for j in R:
             loop += [f"let lse{j} = row_stats[2u * (c + {j}u * GROUPS)];",
                      f"let delta{j} = row_stats[2u * (c + {j}u * GROUPS) + 1u];"]
