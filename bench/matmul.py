@@ -13,7 +13,9 @@ runtime's pool over MAX_QUEUED is submitted as it is queued, because the runtime
 buffer only at a submit (else the outputs in flight overflow its pool, and each product makes a new
 buffer).
 `--sweep` also times every tile configuration in CONFIGS at each shape, then the best one's K split
-in SPLITS: how matmul_kernels' table was chosen.
+in SPLITS: how matmul_kernels' table was chosen. On a GPU the tuner (kernels/matmul_tuning.py) times
+its candidates at each shape class's first product: the bench prints its times
+(WEBGRAD_MATMUL_TUNING=0 measures the prior table alone).
 Run on the lent GPU (../shared/DEVICE.md): webgrad over Vulkan, PyTorch over CUDA, same process.
 """
 import argparse
@@ -120,12 +122,20 @@ def main():
         submit_each = 4 * batch * m * n > runtime.POOL_LIMIT // runtime.MAX_QUEUED
         flops = 2 * batch * m * n * k
         theirs = flops / timed(lambda: product(ta, tb), torch.cuda.synchronize)[0] / 1e12
+        tuner, known = backend.matmul_tuner, set(backend.matmul_tuner.timings)
+        wrong = check("chosen")   # (the tuner's first product of a class times its candidates)
+        tuned = {key: times for key, times in tuner.timings.items() if key not in known}
         tiles = matmul_kernels.matmul_tiles(m, n, batch, False, limit)
-        splits = matmul_kernels.matmul_splits(m, n, k, batch, tiles, False)
+        chosen = [choice for memo, choice in tuner.chosen.items() if memo[:4] == (m, n, k, batch)] or [
+            (tiles, matmul_kernels.matmul_splits(m, n, k, batch, tiles, False))]
         seconds, host = timed(ours, wg.synchronize)
         print(f"{name:>20} {f'{batch}x{m}x{k}x{n}':>20} {layout:>8} {flops / seconds / 1e12:16.2f} {theirs:15.2f} "
-              f"{flops / seconds / 1e12 / theirs:6.3f} {host * 1e6:8.1f} {gpu_us(ours)}   {tuple(tiles)}, {splits}"
-              f"{check('chosen')}", flush=True)
+              f"{flops / seconds / 1e12 / theirs:6.3f} {host * 1e6:8.1f} {gpu_us(ours)}   "
+              f"{tuple(chosen[0][0])}, {chosen[0][1]}{'' if tuned or not tuner.enabled else ' (tuned before)'}"
+              f"{wrong}", flush=True)
+        for key, times in tuned.items():
+            print(f"{'':>20} tuner's us, GPU alone + dispatches ({key}): " + ", ".join(
+                f"{tuple(t)}/{s} {seconds * 1e6:.1f}" for (t, s), seconds in sorted(times.items(), key=lambda i: i[1])))
         if args.sweep:
             sweep(m, n, k, batch, limit, flops, theirs, ours, check)
 
@@ -134,6 +144,8 @@ def sweep(m, n, k, batch, limit, flops, theirs, run, check):
     """Time each configuration of CONFIGS that fits (with the split rule's K split), then the
     fastest one with each K split of SPLITS that leaves pieces of at least MATMUL_MIN_SPLIT_K."""
     choose, split_rule = matmul_kernels.matmul_tiles, matmul_kernels.matmul_splits
+    tuner = wg.get_backend("webgpu").matmul_tuner
+    tuning, tuner.enabled = tuner.enabled, False   # the configurations as given
 
     def one(tiles, splits):
         matmul_kernels.matmul_tiles = lambda *_: tiles
@@ -151,6 +163,7 @@ def sweep(m, n, k, batch, limit, flops, theirs, run, check):
                 one(best, splits)
     finally:
         matmul_kernels.matmul_tiles, matmul_kernels.matmul_splits = choose, split_rule
+        tuner.enabled = tuning
 
 
 if __name__ == "__main__":

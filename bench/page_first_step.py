@@ -8,13 +8,19 @@ Prints, for the toy tab's default script (XOR unless --hash says otherwise), in 
     "webgrad compile <kernel>"), by the time Play is pressed and after it: how many, the sum of their
     durations, and the span from the first start to the last end (compiles overlap when started
     ahead and in parallel).
-The peer is the first frame's own wait in the same run. Usage: python bench/page_first_step.py [--runs 3] [--delay 1]
+The peer is the first frame's own wait in the same run; with --tiled, also the same page with every
+product on the tiled kernels (a copy of the site whose wheel sets MATMUL_SMALL_MACS to 0, as before
+shaders/matmul_small.wgsl), its runs interleaved with the page's.
+Usage: python bench/page_first_step.py [--runs 3] [--delay 1] [--tiled]
 """
 import argparse
 import os
+import re
+import shutil
 import sys
 import tempfile
 import time
+import zipfile
 
 from playwright.sync_api import sync_playwright
 
@@ -33,6 +39,23 @@ def compiles_summary(compiles):
     total = sum(duration for _, _, duration in compiles)
     span = max(start + duration for _, start, duration in compiles) - min(start for _, start, _ in compiles)
     return f"{len(compiles)} compiles, {total / 1000:.2f} s summed, {span / 1000:.2f} s span"
+
+
+def tiled_only_site(site):
+    """A copy of the built site whose wheel routes no product to the small kernel."""
+    copy = site.rstrip("/") + "-tiled"
+    shutil.copytree(site, copy)
+    wheel, name = os.path.join(copy, "webgrad.whl"), "webgrad/backends/webgpu/kernels/matmul.py"
+    with zipfile.ZipFile(wheel) as z:
+        files = {info.filename: z.read(info) for info in z.infolist()}
+    source, count = re.subn(rb"^MATMUL_SMALL_MACS = .*$", b"MATMUL_SMALL_MACS = 0", files[name], flags=re.M)
+    if count != 1:
+        raise RuntimeError(f"{name}: no MATMUL_SMALL_MACS line to set")
+    files[name] = source   # (its RECORD hash goes stale: the page unpacks the wheel unchecked)
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as z:
+        for filename, data in files.items():
+            z.writestr(filename, data)
+    return copy
 
 
 def one_run(browser, url, delay_s):
@@ -62,22 +85,31 @@ def main():
     parser.add_argument("--hash", default=XOR, help="the page's settings (its URL's #...)")
     parser.add_argument("--delay", type=float, default=1, help="seconds from the first frame to Play")
     parser.add_argument("--list", action="store_true", help="name every compile after Play")
+    parser.add_argument("--tiled", action="store_true", help="interleave runs of the page with every product tiled")
     args = parser.parse_args()
 
     site = web_module("build").build(tempfile.mkdtemp(prefix="webgrad-site-"))
-    server, url = serve_in_thread(site)
+    sites = {"page": site, **({"tiled": tiled_only_site(site)} if args.tiled else {})}
+    servers = {name: serve_in_thread(folder) for name, folder in sites.items()}
+    waits = {name: [] for name in sites}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         for run in range(args.runs):   # a fresh page each run: nothing compiled yet
-            first_frame, first_step, before, after = one_run(browser, url + args.hash, args.delay)
-            print(f"run {run + 1}: open -> first frame {first_frame:.2f} s ({compiles_summary(before)}); "
-                  f"Play -> first step {first_step:.2f} s ({compiles_summary(after)} after Play); "
-                  f"ratio Play wait / first-frame wait {first_step / first_frame:.3f}")
-            if args.list:
-                for name, _, duration in after:
-                    print(f"    {duration:8.1f} ms  {name}")
+            for name, (_, url) in servers.items():
+                first_frame, first_step, before, after = one_run(browser, url + args.hash, args.delay)
+                waits[name].append(first_step)
+                print(f"run {run + 1} {name}: open -> first frame {first_frame:.2f} s ({compiles_summary(before)}); "
+                      f"Play -> first step {first_step:.2f} s ({compiles_summary(after)} after Play); "
+                      f"ratio Play wait / first-frame wait {first_step / first_frame:.3f}")
+                if args.list:
+                    for kernel, _, duration in after:
+                        print(f"    {duration:8.1f} ms  {kernel}")
         browser.close()
-    server.shutdown()
+    for server, _ in servers.values():
+        server.shutdown()
+    if args.tiled:
+        page, tiled = sorted(waits["page"])[args.runs // 2], sorted(waits["tiled"])[args.runs // 2]
+        print(f"median Play -> first step: {page:.2f} s, every product tiled {tiled:.2f} s, ratio {page / tiled:.3f}")
 
 
 if __name__ == "__main__":

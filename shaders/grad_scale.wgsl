@@ -12,7 +12,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         @builtin(local_invocation_index) li: u32) {
     let first = element_id(wg, nwg, li);
     let threads = nwg.x * nwg.y * WORKGROUP_SIZE;
-    let unclamped = params.max_norm * (1.0 / (total[params.total_offset] + 1e-6));
+    let unclamped = params.max_norm * (1.0 / (f32(total[params.total_offset]) + 1e-6));
     let coef = select(unclamped, 1.0, unclamped > 1.0);
 {{segments}}
 }

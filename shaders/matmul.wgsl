@@ -1,4 +1,5 @@
-// Batched matrix product out[b] = A[b] @ B[b] of strided f32 operands, register-tiled.
+// Batched matrix product out[b] = A[b] @ B[b] of strided f32 operands, register-tiled (f16 operands
+// are read into f32 and the result rounded to f16 as it is stored: the sums are f32 either way).
 //
 // A workgroup of WX x WY threads computes a BM x BN output tile (BM = WY*TM, BN = WX*TN), walking
 // K in steps of BK: each step stages A's BM x BK and B's BK x BN slices in workgroup memory

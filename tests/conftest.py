@@ -31,6 +31,8 @@ from webgrad.backends.webgpu.runtime import Runtime
 import runtime_fakes
 
 DEVICES = ("cpu", "webgpu")
+# Tests choose their matmul tiles (or the prior table's); a GPU's tuner would replace them with its own.
+os.environ.setdefault("WEBGRAD_MATMUL_TUNING", "0")
 ATOL = RTOL = 1e-4          # float32 results against torch / cpu
 FD_ATOL, FD_RTOL = 1e-6, 1e-5  # float64 analytic vs central-difference gradients
 

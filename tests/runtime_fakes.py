@@ -44,6 +44,7 @@ class FakeDriver:
         self.info = {"name": "fake", "vendor": "", "backend": "fake", "adapter_type": "CPU", "driver": ""}
         self.is_software = True
         self.limits = dict(WEBGPU_DEFAULT_LIMITS)
+        self.features = frozenset()   # the optional WebGPU features granted: none, as SwiftShader's
         self.buffers = {}       # handle -> bytearray
         self.pipelines = {}     # handle -> bindings
         self.bind_groups = {}   # id -> (bindings, buffer handles, the arena's number)
@@ -157,10 +158,11 @@ class FakeBridge:
         self.driver = driver
         self.compiling = {}   # handle -> (label, wgsl) of compiles under way
 
-    def init(self, raised, reported):
+    def init(self, raised, reported, features):
         assert list(raised) == [JS_NAMES[k] for k in RAISED_LIMITS], raised
         limits = {JS_NAMES[k]: value for k, value in self.driver.limits.items()}
-        return json.dumps({"info": self.driver.info, "limits": {k: limits[k] for k in reported}, "isSoftware": True})
+        return json.dumps({"info": self.driver.info, "limits": {k: limits[k] for k in reported}, "isSoftware": True,
+                           "features": [f for f in features if f in self.driver.features]})
 
     def createBuffer(self, size):
         return self.driver.create_buffer(size)

@@ -254,8 +254,7 @@ def _torch_tensors():
 
 # what each torch dtype loads as, and torch's own conversion of the values to it
 WIDENED = {torch.int64: (np.int32, torch.int32), torch.int16: (np.int32, torch.int32),
-           torch.int8: (np.int32, torch.int32), torch.float16: (np.float32, torch.float32),
-           torch.bfloat16: (np.float32, torch.float32)}
+           torch.int8: (np.int32, torch.int32), torch.bfloat16: (np.float32, torch.float32)}
 
 
 def _assert_loaded_from_torch(ours, theirs, device, what):

@@ -165,7 +165,7 @@ HOSTILE = {
     "JSON array": (_file([_entry()], DATA), "not a safetensors file"),
     "JSON string": (_file("a"), "not a safetensors file"),
     "unknown dtype": (_file({"a": _entry(dtype="Q7")}, DATA), "dtype"),
-    "unsupported dtype F16": (_file({"a": _entry(dtype="F16", offsets=(0, 8))}, DATA[:8]), "dtype"),
+    "unsupported dtype BF16": (_file({"a": _entry(dtype="BF16", offsets=(0, 8))}, DATA[:8]), "dtype"),
     "dtype not a string": (_file({"a": {**_entry(), "dtype": ["F32"]}}, DATA), "dtype"),
     "missing data_offsets": (_file({"a": {"dtype": "F32", "shape": [4]}}, DATA), "data_offsets"),
     "entry not an object": (_file({"a": 3}, DATA), "'a'"),

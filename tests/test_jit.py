@@ -112,6 +112,95 @@ def test_outputs_are_fresh_tensors_and_replays_hold_memory_flat():
         np.testing.assert_allclose(out.numpy(), np.tanh(x @ w.numpy()), rtol=1e-5, atol=1e-5)
 
 
+def test_results_handed_over_whole_or_copied_keep_their_values():
+    # A result in a buffer of its own that the call made goes to the caller as it is, and the next
+    # replay writes a new buffer; a slice of a larger one, a tensor returned twice and a tensor made
+    # before the call are copied out. Every result kept from every call must keep its values.
+    w = wg.tensor(randn(6, 4), device="webgpu")
+
+    @wg.jit
+    def parts(x):
+        y = x @ w
+        total = x.sum()
+        return y.tanh(), {"row": y[:1], "total": (total, total)}, [w, x.mean()]
+    xs = [randn(64, 6) for _ in range(6)]   # y: 1 KiB, its first row a quarter of the smallest buffer
+    results = [parts(wg.tensor(x, device="webgpu")) for x in xs]
+    (program,) = parts._programs.values()
+    assert sorted(program.handed) == [0, 5]   # y.tanh() and x.mean(), in the result's order
+    for x, (tanh, rest, (weight, mean)) in zip(xs, results):
+        y = x @ w.numpy()
+        np.testing.assert_allclose(tanh.numpy(), np.tanh(y), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(rest["row"].numpy(), y[:1], rtol=1e-5, atol=1e-5)
+        for total in rest["total"]:
+            np.testing.assert_allclose(total.item(), x.sum(), rtol=1e-5, atol=1e-4)
+        np.testing.assert_array_equal(weight.numpy(), w.numpy())
+        np.testing.assert_allclose(mean.item(), x.mean(), rtol=1e-5, atol=1e-6)
+    assert len({id(r[0]._storage) for r in results}) == len(xs)
+
+
+def test_inputs_bound_where_they_fill_their_buffer_else_copied():
+    # The recording reads its inputs: a tensor filling a buffer of its size is bound where the
+    # recording read its own (no copy); a slice of a larger one is copied in. Calls mix both, so the
+    # bindings go back and forth; results kept from every call keep their values.
+    w = wg.tensor(randn(6, 4), device="webgpu")
+    project = wg.jit(lambda x, y: (x @ w) * y)
+    pool = wg.tensor(randn(40, 6), device="webgpu")
+    cases = []
+    for i in range(8):
+        x = wg.tensor(randn(8, 6), device="webgpu") if i % 3 else pool[8 + i:16 + i]
+        y = wg.tensor(randn(8, 1), device="webgpu")
+        cases.append((x.numpy(), y.numpy(), project(x, y)))
+        if i > 1:   # replays: x is bound where it fills its own buffer, the recording's copy otherwise
+            (program,) = project._programs.values()
+            assert (program.bound[0] is x) == (i % 3 != 0)
+            assert program.bound[1] is y
+    for x, y, out in cases:
+        np.testing.assert_allclose(out.numpy(), (x @ w.numpy()) * y, rtol=1e-5, atol=1e-5)
+
+
+def test_a_result_fed_back_as_the_next_input():
+    # a recurrent state: each call's result (handed over) is the next call's input (bound)
+    w = wg.tensor(randn(6, 6) * 0.5, device="webgpu")
+    cell = wg.jit(lambda x, h: (x + h @ w).tanh())
+    xs = [randn(3, 6) for _ in range(7)]
+    h, expected = wg.tensor(np.zeros((3, 6), np.float32), device="webgpu"), np.zeros((3, 6), np.float32)
+    for x in xs:
+        h = cell(wg.tensor(x, device="webgpu"), h)
+        expected = np.tanh(x + expected @ w.numpy())
+        np.testing.assert_allclose(h.numpy(), expected, rtol=1e-5, atol=1e-5)
+    (program,) = cell._programs.values()
+    assert program.handed and sorted(program.bindable) == [0, 1]
+
+
+def test_inputs_written_by_the_call_are_copied():
+    # an in-place update of an input inside the call writes the recording's own buffer, not the caller's
+    bump = wg.jit(lambda x: x.add_(1) * 2)
+    values = [randn(5) for _ in range(5)]
+    tensors = [wg.tensor(v, device="webgpu") for v in values]
+    outs = [bump(t) for t in tensors]
+    (program,) = bump._programs.values()
+    assert not program.bindable
+    for v, out in zip(values, outs):
+        np.testing.assert_allclose(out.numpy(), (v + 1) * 2, rtol=1e-6)
+    for v, t in zip(values[2:], tensors[2:]):   # replays leave the caller's tensors as they were
+        np.testing.assert_array_equal(t.numpy(), v)
+
+
+def test_a_replay_after_a_read_is_submitted_at_once():
+    # a read waits for all the work: the GPU is idle until the next step's dispatches are submitted
+    runtime = wg.get_backend("webgpu").runtime
+    w = wg.tensor(randn(8, 8), device="webgpu")
+    square = wg.jit(lambda x: (x @ w).relu())
+    x = wg.tensor(randn(4, 8), device="webgpu")
+    for _ in range(3):
+        square(x).sum().item()
+    square(x)
+    assert not runtime._queue   # submitted, not left for MAX_QUEUED dispatches to gather
+    square(x)
+    assert runtime._queue       # the GPU has work: this one waits for the queue to fill or a read
+    np.testing.assert_allclose(square(x).numpy(), np.maximum(x.numpy() @ w.numpy(), 0), rtol=1e-5, atol=1e-5)
+
+
 def test_reading_values_while_recording_is_an_error():
     @wg.jit
     def peek(x):

@@ -105,6 +105,7 @@ def test_matmul_every_tile_size_and_layout(tiles, layout, sizes, monkeypatch):
     (along K, or along M / N for the transposed views)."""
     from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
     monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda m, n, batch, is_software, workgroup_limit: matmul_kernels.MatmulTiles(*tiles))
+    monkeypatch.setattr(matmul_kernels, "MATMUL_SMALL_MACS", 0)   # these tiles even for a small product
     m, k, n = (int(v) * (4 if sizes != "any" else 1) for v in rng().integers(1, 50 if sizes != "any" else 200, size=3))
     a = randn(k, m) if layout.startswith("a.T") else randn(m, k)
     b = randn(n, k) if layout.endswith("b.T") else randn(k, n)
@@ -115,8 +116,10 @@ def test_matmul_every_tile_size_and_layout(tiles, layout, sizes, monkeypatch):
                  atol=1e-4 * math.sqrt(k), rtol=1e-4, what=f"{layout} m={m} k={k} n={n} tiles={tiles}")
 
 
-def test_matmul_vec4_loads_only_where_rows_stay_aligned(device):
+def test_matmul_vec4_loads_only_where_rows_stay_aligned(device, monkeypatch):
     # offsets 1 and 2 put rows off 16-byte boundaries: those operands must fall back to float loads
+    from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
+    monkeypatch.setattr(matmul_kernels, "MATMUL_SMALL_MACS", 0)   # the tiled kernel's loads
     a, b = randn(37, 66), randn(64, 44)
     for da, db in [(0, 0), (1, 0), (0, 2), (2, 1)]:
         x, y = wg_tensor(a, device)[:, da:da + 64], wg_tensor(b, device)[:, db:db + 40]
@@ -170,6 +173,7 @@ def test_matmul_with_bias_in_the_same_kernel(tiles, bias_dim, monkeypatch):
     from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
     from webgrad.ops.matmul import matmul_with_bias
     monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda m, n, batch, is_software, workgroup_limit: matmul_kernels.MatmulTiles(*tiles))
+    monkeypatch.setattr(matmul_kernels, "MATMUL_SMALL_MACS", 0)   # these tiles even for a small product
     batch, m, k, n = 3, *(int(v) for v in rng().integers(1, 150, size=3))
     a, b, bias = randn(batch, m, k), randn(k, n), randn(n if bias_dim == -1 else m)
     along = bias if bias_dim == -1 else bias[:, None]
@@ -204,6 +208,7 @@ def test_matmul_split_along_k_as_on_a_gpu(tiles, layout, monkeypatch):
     from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
     from webgrad.ops.matmul import matmul_with_bias
     monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda m, n, batch, is_software, workgroup_limit: matmul_kernels.MatmulTiles(*tiles))
+    monkeypatch.setattr(matmul_kernels, "MATMUL_SMALL_MACS", 0)   # these tiles even for a small product
     gpu_rule = matmul_kernels.matmul_splits
     monkeypatch.setattr(matmul_kernels, "matmul_splits", lambda m, n, k, batch, t, is_software: gpu_rule(m, n, k, batch, t, False))
     batch, m, n = 2, *(int(v) for v in rng().integers(1, 40, size=2))

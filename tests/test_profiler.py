@@ -75,10 +75,8 @@ def test_a_replayed_step_is_profiled_whole():
     (program,) = step._programs.values()
     with profiler.profile() as prof:
         step(x, y)
-    # the recording, plus a copy of each input into its recorded buffer and of each output out
-    copies = len(program.inputs) + len(program.outputs)
-    assert len(prof.events) == len(program.recording.dispatches) + copies
-    assert sum(e.name == "map.identity" for e in prof.events) >= copies
+    # the recording alone: the inputs are bound where it read its own, the loss handed over in its buffer
+    assert len(prof.events) == len(program.recording.dispatches)
     assert {e.family for e in prof.events} >= {"matmul", "optim", "loss"}
     assert runtime.profiler is None
 

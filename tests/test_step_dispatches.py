@@ -34,6 +34,24 @@ def _kernels(program, family):
     return sum(pipeline in pipelines for pipeline, _, _ in program.recording.dispatches)
 
 
+def _submitted_per_call(step, *inputs):
+    """The dispatches one call of step submits."""
+    runtime = wg.get_backend("webgpu").runtime
+    runtime.sync()
+    submit, submitted = runtime.driver.submit, []
+
+    def counted(params, bind_groups, dispatches, timed=False):
+        submitted.extend(dispatches)
+        return submit(params, bind_groups, dispatches, timed)
+    runtime.driver.submit = counted
+    try:
+        step(*inputs)
+        runtime.sync()
+    finally:
+        runtime.driver.submit = submit
+    return len(submitted)
+
+
 def _replayed(step, *inputs):
     losses = [step(*inputs).item() for _ in range(3)]   # eager, recorded, replayed
     (program,) = step._programs.values()
@@ -60,6 +78,12 @@ def test_replayed_mnist_step_dispatches(name, plan, monkeypatch):
     program = _replayed(step, x, y)
     assert _kernels(program, "optim") == UPDATES[name]
     assert len(program.recording.dispatches) == DISPATCHES[name, plan]
+    # a replay binds inputs that fill their buffers where the recording read its own, and hands the loss
+    # over in the buffer it wrote: it submits the recording's dispatches and nothing else
+    assert _submitted_per_call(step, x, y) == DISPATCHES[name, plan]
+    # slices of larger tensors are copied into the recording's own input buffers, a dispatch each
+    images, labels = wg.rand(256, 1, 28, 28, device="webgpu"), (wg.rand(256, device="webgpu") * 10).int()
+    assert _submitted_per_call(step, images[128:], labels[128:]) == DISPATCHES[name, plan] + 2
 
 
 @pytest.mark.parametrize("plan", ["gpu", "software"])

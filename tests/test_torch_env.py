@@ -99,10 +99,9 @@ def test_dtype_names():
     assert wg.long is wg.int64 is wg.int32 and wg.double is wg.float64 and wg.half is wg.float16
     assert wg.get_default_dtype() is wg.float32 and wg.is_tensor(wg.ones(1)) and not wg.is_tensor([1])
     assert wg.is_floating_point(wg.ones(1)) and not wg.is_floating_point(wg.ones(1, dtype=wg.int32))
-    for dtype in (wg.float16, wg.bfloat16):
-        for device in ("cpu", "webgpu"):
-            with pytest.raises(TypeError, match=f"{dtype.name}.*float32"):
-                wg.zeros(3, dtype=dtype, device=device)
+    for device in ("cpu", "webgpu"):   # float16 is held (tests/test_float16.py); bfloat16 nowhere
+        with pytest.raises(TypeError, match="bfloat16.*float32"):
+            wg.zeros(3, dtype=wg.bfloat16, device=device)
     with pytest.raises(TypeError, match="float64"):
         wg.zeros(3, dtype=wg.float64, device="webgpu")
     with pytest.raises(TypeError):

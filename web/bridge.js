@@ -78,12 +78,14 @@ export class Bridge {
   }
 
   // Opens the device on adapter (findAdapter's) with the limits named in `raised` raised to what the
-  // adapter offers. Returns JSON {info: describe(adapter), limits: the `reported` ones by name,
-  // isSoftware}, or rejects with a message a person can act on.
-  async init(raised, reported) {
+  // adapter offers and those of the optional `features` it has. Returns JSON {info: describe(adapter),
+  // limits: the `reported` ones by name, isSoftware, features: those granted}, or rejects with a
+  // message a person can act on.
+  async init(raised, reported, features) {
     const adapter = this.adapter ?? await findAdapter();
     const requiredLimits = Object.fromEntries(raised.map((k) => [k, adapter.limits[k]]));
-    this.device = await adapter.requestDevice({ label: 'webgrad', requiredLimits });
+    const requiredFeatures = Array.from(features).filter((f) => adapter.features.has(f));
+    this.device = await adapter.requestDevice({ label: 'webgrad', requiredLimits, requiredFeatures });
     this.device.lost.then((info) => {
       this.lost = info.message || info.reason || 'unknown reason';
       this.onLost(this.lost);
@@ -91,7 +93,7 @@ export class Bridge {
     this.device.addEventListener('uncapturederror', (e) => this.onError(`WebGPU error: ${e.error.message}`));
     const limits = Object.fromEntries(reported.map((k) => [k, this.device.limits[k]]));
     const info = describe(adapter);
-    return JSON.stringify({ info, limits, isSoftware: info.isSoftware });
+    return JSON.stringify({ info, limits, isSoftware: info.isSoftware, features: requiredFeatures });
   }
 
   // ---- buffers (sizes and offsets arrive word-aligned: the runtime aligns them)

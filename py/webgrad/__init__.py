@@ -80,3 +80,6 @@ from . import data, io, linalg, nn, optim, profiler  # noqa: E402  (they build o
 from . import utils  # noqa: E402  (torch.utils.data as webgrad.utils.data)
 from .io import load, save  # noqa: E402
 from .capture import jit  # noqa: E402
+from . import amp  # noqa: E402
+from .amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402
+cuda.amp = amp.cuda_amp   # torch.cuda.amp.autocast / GradScaler: the webgpu device's

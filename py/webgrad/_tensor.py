@@ -4,7 +4,6 @@ Views (reshape, permute, expand, slicing) share storage and change only the layo
 both devices read any layout, so a view costs no copy. Ops live in webgrad.ops; the methods here
 only forward to them, with PyTorch's names.
 """
-import array
 import math
 import weakref
 
@@ -151,7 +150,7 @@ class Tensor:
         return self.backend.download(self._view)
 
     def tolist(self):
-        flat = array.array(self.dtype.array_code, self._host_bytes()).tolist()
+        flat = dtypes.host_values(self._host_bytes(), self.dtype)
         if self.dtype is dtypes.bool_:
             flat = [bool(v) for v in flat]
         return _nest(flat, self.shape)
@@ -228,6 +227,9 @@ class Tensor:
 
     def double(self):
         return self.to(dtypes.float64)
+
+    def half(self):
+        return self.to(dtypes.float16)
 
     def int(self):
         return self.to(dtypes.int32)

@@ -14,7 +14,6 @@ notes its inputs' and output's versions; while its backward runs, reading a tens
 has been written since raises, as PyTorch's saved-variable check does: the values it would use
 are gone.
 """
-import array
 import contextlib
 import math
 import weakref
@@ -169,7 +168,7 @@ def _nonfinite(t):
     GPU compilers may assume finite maths, so x != x does not find NaN there."""
     if not t.dtype.is_floating_point or t.numel() == 0:
         return None
-    values = array.array(t.dtype.array_code, t._host_bytes())
+    values = _tensor.dtypes.host_values(t._host_bytes(), t.dtype)
     if any(map(math.isnan, values)):
         return "nan"
     if any(map(math.isinf, values)):

@@ -10,17 +10,20 @@
 
 The first call runs eagerly (it compiles kernels and creates optimizer state); the second runs
 eagerly too while the webgpu runtime records every dispatch; later calls with inputs of the same
-shapes, dtypes and devices skip Python entirely: they copy the inputs into the recorded input
-buffers and queue the recorded dispatches again. Like CUDA graphs or tinygrad's TinyJit, the
-Python is frozen at the recording: its control flow, the modules' train/eval mode, the shapes.
-What may change between calls is refreshed at each replay: the optimizer's step count and
-learning rate, and the random generator's position (dropout draws new masks).
+shapes, dtypes and devices skip Python entirely: they bind the inputs where the recording read
+its own (or copy them into its buffers) and queue the recorded dispatches again. Like CUDA graphs
+or tinygrad's TinyJit, the Python is frozen at the recording: its control flow, the modules'
+train/eval mode, the shapes. What may change between calls is refreshed at each replay: the
+optimizer's step count and learning rate, and the random generator's position (dropout draws new
+masks).
 
 Rules for a jitted function: tensor inputs are positional or keyword arguments (other arguments
 are part of the signature: a new value records again); it returns a tensor, or a tuple, list or
-dict of them (returned as fresh detached copies); it does not read tensor values while recorded
-(.item() raises there; read the returned tensors instead). Python side effects other than the
-optimizer's happen only during the first two calls. Functions of cpu tensors just run eagerly.
+dict of them, as fresh detached tensors (one in a buffer of its own that the call made, such as a
+loss, is handed over whole and the next replay writes a new buffer; the others are copied out); it
+does not read tensor values while recorded (.item() raises there; read the returned tensors
+instead). Python side effects other than the optimizer's happen only during the first two calls.
+Functions of cpu tensors just run eagerly.
 
 The recording's elementwise chains are fused into generated kernels, with the same results bit
 for bit (backends/webgpu/fusion.py); `wg.jit(fn, fuse=False)` replays the kernels as recorded.
@@ -31,6 +34,7 @@ from ._tensor import Tensor
 from .autograd import no_grad
 from .backends import get_backend
 from .backends.webgpu.fusion import fuse
+from .backends.webgpu.runtime import size_class
 from .ops.movement import write_into
 
 WARMUP_CALLS = 1   # eager calls before recording: optimizer state and kernels exist by then
@@ -43,6 +47,62 @@ class _Program:
     def __init__(self, runtime, recording, inputs, outputs, skeleton):
         self.runtime, self.recording, self.inputs, self.outputs = runtime, recording, inputs, outputs
         self.skeleton = skeleton
+        # input index -> where the dispatches bind its buffer, for the inputs the recording only reads
+        # (and no output views): a replay binds the caller's tensor there when it can (take_inputs)
+        self.bindable = {k: recording.sites(t._storage) for k, t in enumerate(inputs)
+                         if _only_read(runtime, recording, t, outputs)}
+        self.bound = list(inputs)   # the tensor whose buffer each input's dispatches bind now
+        # output index -> where the dispatches bind its buffer, for the outputs handed over whole
+        self.handed = {k: recording.sites(out._storage) for k, out in enumerate(outputs)
+                       if _hands_over(recording, out, outputs)}
+
+    def take_inputs(self, tensors):
+        """Bind each caller's tensor where the recording only reads its input and the tensor fills a
+        buffer of the size of the recording's own (no copy: a DataLoader's batches, say); copy the
+        others into the recording's own buffers."""
+        for k, (own, new) in enumerate(zip(self.inputs, tensors)):
+            sites = self.bindable.get(k)
+            target = new if sites is not None and _fills(new, own._storage.nbytes) else own
+            if target._storage is not self.bound[k]._storage:
+                self.recording.rebind(self.bound[k]._storage, target._storage, sites)
+                self.bound[k] = target
+            if target is own:
+                write_into(own, new)
+
+    def move_outputs(self):
+        """Record the handed-over outputs into new buffers: the caller keeps the last ones."""
+        for k, sites in self.handed.items():
+            out = self.outputs[k]
+            storage = self.runtime.alloc(out._storage.nbytes)
+            self.recording.rebind(out._storage, storage, sites)
+            self.outputs[k] = Tensor(storage, out.shape, out.dtype, out.device)
+
+
+def _only_read(runtime, recording, static, outputs):
+    """Whether the recording's dispatches only read an input's buffer (bound as "read"), and nothing
+    else reads it: no upload fills it and no output views it."""
+    storage = static._storage
+    return (static.device == "webgpu"
+            and all(runtime._layout_of[recording.dispatches[i][0]][j] == "read" for i, j in recording.sites(storage))
+            and all(storage is not s for s, _ in recording.writes)
+            and all(storage is not out._storage for out in outputs))
+
+
+def _fills(tensor, nbytes):
+    """Whether tensor is contiguous from the start of a buffer of nbytes."""
+    return tensor.is_contiguous() and tensor.storage_offset() == 0 and tensor._storage.nbytes == nbytes
+
+
+def _hands_over(recording, out, outputs):
+    """Whether out can go to the caller as it is: its buffer is one the call made (recording.made:
+    nothing reads its earlier values, so a replay may write a new one instead), no upload fills it,
+    no other output shares it, and out fills it (contiguous from its start, in a buffer of the size
+    a copy would get: a slice of a larger buffer is copied out, so that a kept result holds no more)."""
+    storage = out._storage
+    return (storage.handle in recording.made and all(storage is not s for s, _ in recording.writes)
+            and sum(o._storage is storage for o in outputs) == 1
+            and out.is_contiguous() and out.storage_offset() == 0
+            and storage.nbytes == size_class(out.numel() * out.dtype.gpu_itemsize))
 
 
 _SLOT = object()
@@ -74,7 +134,8 @@ class jit:
             raise ValueError("webgrad.jit: inputs must not require grad (replays feed new values into "
                              "recorded buffers); pass data and labels, and keep parameters in the model")
         # The recording reads its inputs from buffers of its own, one per argument position (the same
-        # tensor passed twice now may be two tensors later), refilled before each replay.
+        # tensor passed twice now may be two tensors later), refilled before each replay, or where it
+        # only reads them, bound to the caller's tensors instead (_Program.take_inputs).
         with no_grad():
             statics = [t.contiguous().clone() for t in tensors]
         fill = iter(statics)
@@ -93,26 +154,26 @@ class jit:
                 raise ValueError("webgrad.jit: a jitted function on webgpu tensors must return webgpu tensors")
             outputs.append(out.detach())
             return _SLOT
-        program = _Program(runtime, recording, statics, outputs, _map(result, collect))
+        skeleton = _map(result, collect)
         del result   # its autograd graph would keep buffers alive that fusion may keep inside a kernel
         if self.fuse:
             fuse(runtime, recording)
-        self._programs[signature] = program
+        program = self._programs[signature] = _Program(runtime, recording, statics, outputs, skeleton)
         return self._fresh_outputs(program)
 
     @staticmethod
     def _replay(program, tensors):
         with no_grad():
-            for static, new in zip(program.inputs, tensors):
-                write_into(static, new)
+            program.take_inputs(tensors)
+            program.move_outputs()
             program.runtime.replay(program.recording)
         return jit._fresh_outputs(program)
 
     @staticmethod
     def _fresh_outputs(program):
-        """The result with copies of the recorded outputs, which the next replay overwrites."""
-        with no_grad():
-            fresh = iter([out.clone() for out in program.outputs])
+        """The result: the recorded outputs handed over, copies of the others (the next replay
+        overwrites those; the outputs are detached, so the copies record no graph)."""
+        fresh = iter([out if k in program.handed else out.clone() for k, out in enumerate(program.outputs)])
         return _map(program.skeleton, lambda slot: next(fresh))
 
 

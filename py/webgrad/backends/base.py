@@ -191,7 +191,8 @@ class Backend:
         changes and step counts reach replayed steps."""
         raise NotImplementedError
 
-    # The norm of contiguous gradient Views together, in parts: (storage, count) of partials that a
+    # The norm of contiguous gradient Views together, in parts: (storage, count) of partials (of the
+    # gradients' dtype; float32 for float16 gradients, whose squares would overflow) that a
     # sum (a max for norm_type inf, a min for -inf) folds into the sum of |x|^norm_type (the max or
     # the min of |x|; norm_type is not 0); scale_grads multiplies each gradient in place by
     # min(1, max_norm / (total + 1e-6)) (total: a View of one element), as torch's clipping does.

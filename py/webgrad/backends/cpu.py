@@ -13,6 +13,12 @@ def _np_dtype(dtype):
     return np.bool_ if dtype.kind == "b" else np.dtype(dtype.name)
 
 
+def _computed_in(dtype):
+    """The NumPy dtype a kernel of compute dtype `dtype` works in: float16 in float32 (rounded once,
+    at the store), as the webgpu kernels and PyTorch's CPU half kernels do."""
+    return np.float32 if dtype is dtypes.float16 else _np_dtype(dtype)
+
+
 def _in_range(op, idx, dim, size):
     """idx, its values checked to lie in [-size, size), in the words of the webgpu kernels' check."""
     outside = idx[(idx < -size) | (idx >= size)]
@@ -45,14 +51,14 @@ class CPUBackend(Backend):
         return np.ascontiguousarray(self.view(t)).tobytes()
 
     def map(self, op, args, shape, compute, out_dtype, out=None):
-        arrays = [self.view(a).astype(_np_dtype(compute), copy=False)
+        arrays = [self.view(a).astype(_computed_in(compute), copy=False)
                   if isinstance(a, View) and not (op.arg_kinds and op.arg_kinds[i]) else
                   (self.view(a) if isinstance(a, View) else a) for i, a in enumerate(args)]
         if op.index:
-            arrays.insert(0, np.arange(math.prod(shape)).astype(_np_dtype(compute)).reshape(shape))
-        with np.errstate(all="ignore"):
-            result = op.numpy(np, *arrays)
-        result = np.broadcast_to(np.asarray(result).astype(_np_dtype(out_dtype), copy=False), shape)
+            arrays.insert(0, np.arange(math.prod(shape)).astype(_computed_in(compute)).reshape(shape))
+        with np.errstate(all="ignore"):   # (and float16's rounding past its range to inf, as torch's)
+            result = np.asarray(op.numpy(np, *arrays)).astype(_np_dtype(out_dtype), copy=False)
+        result = np.broadcast_to(result, shape)
         if out is not None:
             np.copyto(self.view(out), result, casting="unsafe")
             return out.storage
@@ -60,19 +66,19 @@ class CPUBackend(Backend):
 
     def reduce(self, op, x, dims, out_dtype):
         a = self.view(x)
-        if not x.dtype.is_floating_point:
-            a = a.astype(np.int32)
+        if x.dtype is not dtypes.float32:   # sums of bools and bytes in int32, of float16 in float32
+            a = a.astype(_computed_in(x.dtype) if x.dtype.is_floating_point else np.int32, copy=False)
         return np.asarray(op.numpy(np, a, dims)).astype(_np_dtype(out_dtype)).reshape(-1)
 
     def matmul(self, a, b, bias=None, bias_dim=-1):
-        x, y = self.view(a), self.view(b)
+        x, y = (self.view(v).astype(_computed_in(v.dtype), copy=False) for v in (a, b))
         if y.ndim == 2 and x.ndim > 2:   # (..., M, K) @ (K, N) as one product, not one BLAS call per matrix
             out = (x.reshape(-1, x.shape[-1]) @ y).reshape(*x.shape[:-1], y.shape[-1])
         else:
             out = np.matmul(x, y)
         if bias is not None:
             out = out + (self.view(bias) if bias_dim == -1 else self.view(bias)[:, None])
-        return out.reshape(-1)
+        return out.astype(_np_dtype(a.dtype), copy=False).reshape(-1)
 
     def gather(self, x, dim, index):
         size = x.shape[dim]
@@ -182,19 +188,24 @@ class CPUBackend(Backend):
     def optimizer_step(self, update, regions, states, segments, hyper):
         """update.numpy, the NumPy twin of its WGSL function, on each segment's slices of the arena's
         regions (changed in place); float hyperparameters are rounded to the arena's dtype, as the
-        kernel's are to f32."""
-        param, *kept = [self.view(region) for region in regions]
+        kernel's are to f32. A float16 arena is updated in float32 and rounded as it is stored back,
+        as the kernel does."""
+        stored = [self.view(region) for region in regions]
+        param, *kept = working = [a.astype(_computed_in(regions[0].dtype), copy=False) for a in stored]
         h = hyper()
         h = h._replace(**{name: param.dtype.type(getattr(h, name)) for name, kind in update.hyper.items()
                           if kind == "f32"})
         for start, grad in segments:
             end = start + grad.numel()
             with np.errstate(all="ignore"):
-                update.numpy(np, param[start:end], self.view(grad).reshape(-1),
+                update.numpy(np, param[start:end], self.view(grad).reshape(-1).astype(param.dtype, copy=False),
                              {name: state[start:end] for name, state in zip(states, kept)}, h)
+        for region, values in zip(stored, working):
+            if values is not region:
+                region[...] = values
 
     def grad_norm_partials(self, grads, norm_type):
-        arrays = [np.abs(self.view(g)).reshape(-1) for g in grads]
+        arrays = [np.abs(self.view(g)).astype(_computed_in(g.dtype), copy=False).reshape(-1) for g in grads]
         with np.errstate(all="ignore"):
             if norm_type == math.inf:
                 parts = [a.max(initial=0) for a in arrays]

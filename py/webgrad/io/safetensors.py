@@ -12,7 +12,8 @@ import struct
 from .. import dtypes
 from ._files import describe, looks_like_safetensors, open_regular
 
-_CODES = {dtypes.float32: "F32", dtypes.float64: "F64", dtypes.int32: "I32", dtypes.uint8: "U8", dtypes.bool_: "BOOL"}
+_CODES = {dtypes.float32: "F32", dtypes.float64: "F64", dtypes.float16: "F16", dtypes.int32: "I32", dtypes.uint8: "U8",
+          dtypes.bool_: "BOOL"}
 _DTYPES = {code: dtype for dtype, code in _CODES.items()}
 
 

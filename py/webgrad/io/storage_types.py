@@ -2,13 +2,12 @@
 format in the file and how its elements become a webgrad dtype, and the class each webgrad dtype
 is saved as.
 
-webgrad has float32, float64 (cpu only), int32, uint8 and bool, and saves each as itself. From
-PyTorch files, int64 loads as int32 when every value fits (an OverflowError otherwise), int8 and
-int16 as int32, float16 and bfloat16 as float32 (all exact). A storage class missing here
+webgrad has float32, float64 (cpu only), float16, int32, uint8 and bool, and saves each as itself.
+From PyTorch files, int64 loads as int32 when every value fits (an OverflowError otherwise), int8 and
+int16 as int32, bfloat16 as float32 (all exact). A storage class missing here
 (complex, quantized, float8, ...) is a global the reader refuses.
 """
 import array
-import struct
 
 from .. import dtypes
 
@@ -35,10 +34,6 @@ def _to_int32(elements):
     return array.array("i", elements).tobytes()
 
 
-def _float16_to_float32(elements):
-    return array.array("f", struct.unpack(f"<{len(elements)}e", elements.tobytes())).tobytes()
-
-
 def _bfloat16_to_float32(elements):
     return array.array("I", [bits << 16 for bits in elements]).tobytes()   # bfloat16: float32's top half
 
@@ -60,8 +55,8 @@ STORAGE_TYPES = {t.name: t for t in [
     StorageType("LongStorage", "q", dtypes.int32, _int64_to_int32),
     StorageType("ShortStorage", "h", dtypes.int32, _to_int32),
     StorageType("CharStorage", "b", dtypes.int32, _to_int32),
-    StorageType("HalfStorage", "H", dtypes.float32, _float16_to_float32),
+    StorageType("HalfStorage", "H", dtypes.float16, _as_is),
     StorageType("BFloat16Storage", "H", dtypes.float32, _bfloat16_to_float32),
 ]}
-SAVED_AS = {dtypes.float32: "FloatStorage", dtypes.float64: "DoubleStorage", dtypes.int32: "IntStorage",
-            dtypes.uint8: "ByteStorage", dtypes.bool_: "BoolStorage"}
+SAVED_AS = {dtypes.float32: "FloatStorage", dtypes.float64: "DoubleStorage", dtypes.float16: "HalfStorage",
+            dtypes.int32: "IntStorage", dtypes.uint8: "ByteStorage", dtypes.bool_: "BoolStorage"}

@@ -4,6 +4,7 @@ ops.elementwise, convolution, pooling and pad in ops.conv. Dropout and batch_nor
 of tensor ops, so they run (forward and backward) on the input's device."""
 import warnings
 
+from ..amp import autocast_op
 from ..autograd import no_grad
 from ..ops import activation, loss as _loss, pointwise_loss as _pointwise
 from ..ops.attention import scaled_dot_product_attention
@@ -101,6 +102,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     return _pointwise.kl_div(input, target, _reduction(size_average, reduce, reduction), log_target)
 
 
+@autocast_op
 def linear(input, weight, bias=None):
     """input @ weight.T + bias, with weight of shape (out_features, in_features)."""
     return matmul_with_bias(input, weight.T, bias)
@@ -121,6 +123,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return input * (keep * (1.0 / (1.0 - p)))
 
 
+@autocast_op
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
     """torch.nn.functional.batch_norm over dim 1 of an (N, C) or (N, C, *) input.
@@ -182,6 +185,7 @@ def softplus(input, beta=1.0, threshold=20.0):
     return activation.softplus(input, beta, threshold)
 
 
+@autocast_op
 def mish(input, inplace=False):
     return input * tanh(softplus(input))
 

@@ -293,6 +293,9 @@ class Module:
     def double(self):
         return self._apply(lambda t: t.double() if t.dtype.is_floating_point else t)
 
+    def half(self):
+        return self._apply(lambda t: t.half() if t.dtype.is_floating_point else t)
+
     # ---- printing ----
     def extra_repr(self):
         return ""

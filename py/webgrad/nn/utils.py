@@ -9,6 +9,7 @@ its partials into the norm, and one scale kernel multiplies them all (Backend.sc
 """
 import math
 
+from .. import dtypes
 from .._tensor import Tensor
 from ..autograd import no_grad
 from ..ops.creation import tensor
@@ -50,15 +51,16 @@ def _total_norm(tensors, norm_type):
         return _vector_norm(stack([_vector_norm(t, 0) for t in tensors]), 0)
     first = tensors[0]
     storage, count = first.backend.grad_norm_partials([t.contiguous()._view for t in tensors], norm_type)
-    partials = Tensor(storage, (count,), first.dtype, first.device)
+    partial_dtype = dtypes.float32 if first.dtype is dtypes.float16 else first.dtype   # (backend.grad_norm_partials)
+    partials = Tensor(storage, (count,), partial_dtype, first.device)
     if norm_type == math.inf:
-        return partials.amax()
-    if norm_type == -math.inf:
-        return partials.amin()
-    total = partials.sum()
-    if norm_type == 2:
-        return total.sqrt()
-    return total if norm_type == 1 else total ** (1.0 / norm_type)
+        total = partials.amax()
+    elif norm_type == -math.inf:
+        total = partials.amin()
+    else:
+        total = partials.sum()
+        total = total.sqrt() if norm_type == 2 else total if norm_type == 1 else total ** (1.0 / norm_type)
+    return total.to(first.dtype)
 
 
 def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):

@@ -3,6 +3,7 @@ gradient as one kernel too: silu, softplus, elu, logsigmoid and GELU's tanh appr
 nn.functional gives them PyTorch's names and signatures."""
 import math
 
+from ..amp import autocast_op
 from .elementwise import MapOp, _map, _sigmoid as _np_sigmoid
 from .unary import wgsl_expm1, wgsl_log1p
 
@@ -69,6 +70,7 @@ def silu(x):
     return _map(SILU, x)
 
 
+@autocast_op
 def softplus(x, beta=1.0, threshold=20.0):
     return _map(SOFTPLUS, x, float(beta), float(threshold))
 

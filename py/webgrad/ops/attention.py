@@ -9,12 +9,14 @@ wants to see (nn.MultiheadAttention's need_weights).
 """
 import math
 
+from ..amp import autocast_op
 from .. import dtypes
 from ..autograd import Function
 from .creation import arange
 from .elementwise import where
 from .loss import softmax
 from .movement import broadcast_shapes
+from .half import computes_in_float32
 from .._tensor import Tensor
 
 # Where the composed path masks a score: the lowest finite float32, so a row with every key masked
@@ -97,6 +99,8 @@ def _grouped(query, key, value, attn_mask):
     return query, key, value, attn_mask
 
 
+@autocast_op
+@computes_in_float32
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  scale=None, enable_gqa=False):
     """softmax(query key^T * scale + attn_mask) value over (..., L, E) query, (..., S, E) key and

@@ -5,10 +5,12 @@ storage and takes the mean over the window dims; the view's gradient is `fold`
 (shaders/fold.wgsl), which sums the overlapping windows back. Max pooling has its own kernels
 (shaders/pool.wgsl), one dispatch each way: forward keeps the index each window picked, backward
 sends the gradient there."""
+from ..amp import autocast_op
 from .. import dtypes
 from ..autograd import Function
 from .creation import full
 from .movement import _as_view, _slice_view, write_into
+from .half import computes_in_float32
 from .._tensor import Tensor
 
 
@@ -51,6 +53,7 @@ def _window_geometry(x, kernel_size, stride, dilation, padding=(0, 0)):
     return kernel, stride, dilation, out_size
 
 
+@computes_in_float32
 def windows(x, kernel_size, stride=None, dilation=1):
     """The (N, C, kh, kw, Ho, Wo) view of x's sliding windows (no copy)."""
     return _Windows.apply(x, *_window_geometry(x, kernel_size, stride, dilation))
@@ -114,6 +117,8 @@ class _Conv2d(Function):
         return gx, gw, gb
 
 
+@autocast_op
+@computes_in_float32
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     if groups != 1:
         raise NotImplementedError("conv2d: groups other than 1 are not supported yet")
@@ -162,6 +167,7 @@ class _MaxPool2d(Function):
         return Tensor(storage, self.in_shape, grad.dtype, grad.device)
 
 
+@computes_in_float32
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """torch.nn.functional.max_pool2d. With return_indices, also each output's position y * W + x in
     its input plane, as int32 (torch gives int64, which webgrad does not have). Each window picks

@@ -135,8 +135,10 @@ def _random(size, normal, dtype, device, requires_grad, generator):
     if not dtype.is_floating_point:
         raise TypeError(f"rand/randn produce floating point tensors, not {dtype.name}")
     numel = math.prod(shape)
-    storage = get_backend(device).random(numel, normal, _drawer(2 * numel if normal else numel, generator), dtype)
-    return _new(storage, shape, dtype, device, requires_grad)
+    drawn = dtypes.float32 if dtype is dtypes.float16 else dtype   # float16: float32 draws, rounded
+    storage = get_backend(device).random(numel, normal, _drawer(2 * numel if normal else numel, generator), drawn)
+    out = _new(storage, shape, drawn, device, False)
+    return (out.to(dtype) if drawn is not dtype else out).requires_grad_(requires_grad)
 
 
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False, draw=None):
@@ -181,7 +183,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False):
         raw, shape, inferred = _from_numpy(data, dtype)
         target = dtypes.as_dtype(dtype) if dtype is not None else inferred
         if target is not inferred:
-            raw = _pack(array.array(inferred.array_code, raw).tolist(), target)
+            raw = _pack(dtypes.host_values(raw, inferred), target)
     else:
         flat, shape, inferred = _from_python(data)
         target = dtypes.as_dtype(dtype) if dtype is not None else inferred
@@ -269,6 +271,8 @@ def _from_numpy(data, dtype):
         if arr.size and not (-2**31 <= arr.min() and arr.max() < 2**31):
             raise OverflowError("integer value out of the int32 range")
         inferred, arr = dtypes.int32, arr.astype(np.int32)
+    elif arr.dtype == np.float16:
+        inferred = dtypes.float16
     elif kind == "f":
         wanted = dtypes.float64 if dtype is not None and dtypes.as_dtype(dtype) is dtypes.float64 else dtypes.float32
         inferred, arr = wanted, arr.astype(wanted.name)
@@ -287,4 +291,7 @@ def _pack(values, target):
         values = [int(v) for v in values]
     if target is dtypes.uint8 and any(not 0 <= v < 256 for v in values):
         raise OverflowError("value out of the uint8 range")
+    if target is dtypes.float16:   # (array has no float16) struct rounds to nearest even, but raises
+        values = [v if not abs(v) >= 65520.0 else math.copysign(math.inf, v) for v in values]   # past its range
+        return struct.pack(f"<{len(values)}e", *values)
     return array.array(target.array_code, values).tobytes()

@@ -4,6 +4,7 @@ explicit '->' output or the implicit one (the letters used once, in order). A le
 within one operand (a diagonal) is not supported."""
 import math
 
+from ..amp import autocast_op
 from .matmul import matmul
 from .reduce import sum as _sum
 from .._tensor import Tensor
@@ -77,6 +78,7 @@ def _contract(a, ta, b, tb, keep, sizes):
     return product.reshape([sizes[c] for c in letters]), letters
 
 
+@autocast_op
 def einsum(equation, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])

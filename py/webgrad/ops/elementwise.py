@@ -8,6 +8,7 @@ import functools
 import math
 import numbers
 
+from ..amp import autocast_op
 from .. import dtypes
 from ..autograd import Function
 from ..backends import get_backend
@@ -139,7 +140,10 @@ class Map(Function):
         for position, arg in enumerate(self.args):
             if isinstance(arg, Tensor):
                 rule = self.op.grads[position] if position < len(self.op.grads) else None
-                grads.append(rule(grad, *self.args, self.out) if rule and arg.requires_grad else None)
+                g = rule(grad, *self.args, self.out) if rule and arg.requires_grad else None
+                # an input narrower than the op's type (float16 in float16 + float32) gets its gradient
+                # in its own type, as torch's autograd engine casts it
+                grads.append(g if g is None or g.dtype is arg.dtype else cast(g, arg.dtype))
         return tuple(grads)
 
 
@@ -236,11 +240,14 @@ def add(a, b): return _map(ADD, a, b)
 def sub(a, b): return _map(SUB, a, b)
 def mul(a, b): return _map(MUL, a, b)
 def div(a, b): return _map(DIV, a, b)
+@autocast_op
 def pow(a, b): return _map(POW, a, b)
 def maximum(a, b): return _map(MAXIMUM, a, b)
 def minimum(a, b): return _map(MINIMUM, a, b)
 def neg(x): return _map(NEG, x)
+@autocast_op
 def exp(x): return _map(EXP, x)
+@autocast_op
 def log(x): return _map(LOG, x)
 def sqrt(x): return _map(SQRT, x)
 def abs(x): return _map(ABS, x)

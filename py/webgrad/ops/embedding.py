@@ -5,6 +5,7 @@ device: backends/webgpu/index_errors.py). The weight's gradient sums each row's 
 deterministically (in the order of the positions)."""
 from .. import dtypes
 from ..autograd import Function
+from .half import computes_in_float32
 from .._tensor import Tensor
 
 
@@ -22,6 +23,7 @@ class _Embedding(Function):
         return Tensor(storage, (self.rows, cols), grad.dtype, grad.device), None
 
 
+@computes_in_float32
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """weight[input]: input int32 indices of any shape into the rows of a 2-D weight. The row

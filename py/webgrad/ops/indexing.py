@@ -15,6 +15,7 @@ from . import masking
 from .elementwise import where
 from .inplace import assign
 from .movement import _slice_view, view, write_into
+from .half import computes_in_float32
 from .._tensor import Tensor, _wrap_dim as wrap_dim, tensor_method
 
 
@@ -39,6 +40,7 @@ def _check_index(name, x, index):
 
 
 @tensor_method
+@computes_in_float32
 def gather(x, dim, index):
     _check_index("gather", x, index)
     dim = wrap_dim(dim, x.ndim)
@@ -51,6 +53,7 @@ def gather(x, dim, index):
 
 
 @tensor_method
+@computes_in_float32
 def index_select(x, dim, index):
     _check_index("index_select", x, index)
     if index.ndim > 1:

@@ -5,11 +5,13 @@ are composed of log_softmax, gather and reductions."""
 import math
 import warnings
 
+from ..amp import autocast_op
 from .. import dtypes
 from ..autograd import Function
 from .elementwise import where
 from .movement import wrap_dim
 from .reduce import amax
+from .half import computes_in_float32
 from .._tensor import Tensor
 
 
@@ -67,10 +69,12 @@ def _float(x, name):
     return x
 
 
+@autocast_op
 def softmax(x, dim):
     return _Softmax.apply(_float(x, "softmax"), wrap_dim(dim, x.ndim))
 
 
+@autocast_op
 def log_softmax(x, dim):
     return _LogSoftmax.apply(_float(x, "log_softmax"), wrap_dim(dim, x.ndim))
 
@@ -90,9 +94,10 @@ def broadcast_target(name, input, target):
     if input.shape != target.shape:
         warnings.warn(f"{name}: Using a target size ({tuple(target.shape)}) that is different to the input size "
                       f"({tuple(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
-                      f"Please ensure they have the same size.", UserWarning, stacklevel=3)
+                      f"Please ensure they have the same size.", UserWarning, stacklevel=4)   # past autocast_op's frame
 
 
+@autocast_op
 def mse_loss(input, target, reduction="mean"):
     check_reduction(reduction)
     broadcast_target("mse_loss", input, target)
@@ -130,6 +135,7 @@ def _class_targets(name, input, target):
         raise RuntimeError(f"Expected target size {list(expected)}, got {list(target.shape)}")
 
 
+@autocast_op
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """-input[n, target[n]] (times weight[target[n]]) per position; targets equal to ignore_index add
     nothing, and 'mean' divides by the weight of the targets counted."""
@@ -160,6 +166,8 @@ def _nll(logp, target, weight, ignore_index, reduction, smoothing=0.0):
     return (loss / where(total == 0, 1.0, total)).sum() + where(total == 0, math.nan, 0.0)
 
 
+@autocast_op
+@computes_in_float32
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     """input: logits (N, C), (N, C, d1, ...) or (C,); target: class indices (int32) of input's shape
     without C, or class probabilities of input's shape."""

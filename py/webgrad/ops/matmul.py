@@ -4,6 +4,7 @@ transposes in the backward pass are free views. Linear and conv2d add their bias
 kernel (matmul_with_bias): one dispatch fewer each, and no pass over the output."""
 import math
 
+from ..amp import autocast_op
 from ..autograd import Function
 from .movement import broadcast_shapes
 from .._tensor import Tensor
@@ -37,6 +38,7 @@ def _transposed(t):
     return t.ndim == 2 and t._strides[0] == 1 and t._strides[1] != 1
 
 
+@autocast_op
 def matmul(a, b):
     return matmul_with_bias(a, b)
 

@@ -4,8 +4,10 @@ rstd kept from the forward for the backward; the weight's and bias's gradients a
 the same rows."""
 import math
 
+from ..amp import autocast_op
 from .. import dtypes
 from ..autograd import Function
+from .half import computes_in_float32
 from .._tensor import Tensor
 
 
@@ -47,6 +49,8 @@ def _normalized_shape(x, normalized_shape, weight, bias, name):
     return shape
 
 
+@autocast_op
+@computes_in_float32
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """(x - mean) / sqrt(var + eps) * weight + bias, mean and biased var over the trailing
     normalized_shape dims."""
@@ -54,6 +58,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return _Norm.apply(input, weight, bias, shape, float(eps), True)
 
 
+@autocast_op
+@computes_in_float32
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """x / sqrt(mean(x^2) + eps) * weight over the trailing normalized_shape dims; eps None is the
     dtype's machine epsilon, as in torch."""

@@ -4,6 +4,7 @@ cross-entropy (on probabilities and on logits) and KL divergence (mse_loss is in
 reduction: 'none', 'mean' or 'sum'."""
 import warnings
 
+from ..amp import autocast_op
 from .activation import logsigmoid
 from .elementwise import log, where
 from .loss import broadcast_target as _broadcast_target, check_reduction, reduce_loss
@@ -14,12 +15,14 @@ def _same_shape(input, target, message):
         raise ValueError(message.format(target=tuple(target.shape), input=tuple(input.shape)))
 
 
+@autocast_op
 def l1_loss(input, target, reduction="mean"):
     check_reduction(reduction)
     _broadcast_target("l1_loss", input, target)
     return reduce_loss((input - target).abs(), reduction)
 
 
+@autocast_op
 def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta 0: the l1 loss)."""
     check_reduction(reduction)
@@ -32,6 +35,7 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     return reduce_loss(where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction)
 
 
+@autocast_op
 def huber_loss(input, target, reduction="mean", delta=1.0):
     """0.5 d^2 where |d| <= delta, else delta (|d| - 0.5 delta)."""
     check_reduction(reduction)
@@ -42,6 +46,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
     return reduce_loss(where(d <= delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction)
 
 
+@autocast_op
 def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     """-(t log x + (1 - t) log(1 - x)), each log at least -100 as in PyTorch. Inputs outside [0, 1]
     give NaN here (PyTorch's cpu raises; reading the values back to check would cost a round trip)."""
@@ -52,6 +57,7 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     return reduce_loss(loss if weight is None else loss * weight, reduction)
 
 
+@autocast_op
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean", pos_weight=None):
     """binary_cross_entropy(sigmoid(x), t) without its overflow: (1 - t) x - (1 + (pos_weight - 1) t)
     log(sigmoid(x)), with log-sigmoid as one stable kernel."""
@@ -62,6 +68,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     return reduce_loss(loss if weight is None else loss * weight, reduction)
 
 
+@autocast_op
 def kl_div(input, target, reduction="mean", log_target=False):
     """target (log(target) - input) with input log-probabilities; 0 where target is 0 (as xlogy
     gives). reduction also takes 'batchmean': the sum over the first dim's size."""
@@ -71,7 +78,7 @@ def kl_div(input, target, reduction="mean", log_target=False):
         warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
                       "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
                       "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
-                      UserWarning, stacklevel=2)
+                      UserWarning, stacklevel=3)   # past autocast_op's frame
     if log_target:
         loss = target.exp() * (target - input)
     else:

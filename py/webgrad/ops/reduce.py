@@ -9,6 +9,7 @@ import collections
 import functools
 import math
 
+from ..amp import autocast_op
 from .. import dtypes
 from ..backends.base import ARGMAX, ARGMIN, MAX, MIN, SUM, Reduction
 from ..autograd import Function
@@ -82,11 +83,13 @@ class _Extreme(Function):
 
 
 @reduction
+@autocast_op
 def sum(x, dim=None, keepdim=False, *, dtype=None):
     return _Sum.apply(x if dtype is None else x.to(dtype), _dims(x, dim), keepdim)
 
 
 @reduction
+@autocast_op
 def mean(x, dim=None, keepdim=False, *, dtype=None):
     dims = _dims(x, dim)
     if dtype is not None:
@@ -116,6 +119,7 @@ class _Prod(Function):
 
 
 @reduction
+@autocast_op
 def prod(x, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         x = x.to(dtype)
@@ -156,6 +160,7 @@ def _var_correction(dim, unbiased, correction):
 
 
 @reduction
+@autocast_op
 def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     dim, correction = _var_correction(dim, unbiased, correction)
     dims = _dims(x, dim)
@@ -168,11 +173,13 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
 
 
 @reduction
+@autocast_op
 def std(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return var(x, dim, unbiased, keepdim, correction=correction).sqrt()
 
 
 @reduction
+@autocast_op
 def logsumexp(x, dim, keepdim=False):
     """log(sum(exp(x))) with the max taken out first (0 where it is infinite, as in PyTorch)."""
     dims = _dims(x, dim)
@@ -262,6 +269,7 @@ class _PNorm(Function):
         return scaled * scale
 
 
+@autocast_op
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     """torch.linalg.vector_norm: ord 2 (default), any p > 0, inf, -inf and 0 (the count of nonzeros)."""
     if dtype is not None:
@@ -284,6 +292,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
 
 
 @tensor_method
+@autocast_op
 def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
     """torch.norm: 'fro' (the 2-norm of the elements, over dim or all of them) or a vector p-norm."""
     if p == "nuc":

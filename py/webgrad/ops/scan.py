@@ -1,8 +1,10 @@
 """Running reductions along a dim: cumsum, one kernel each way (backend.cumsum: shaders/scan.wgsl);
 its gradient is the running sum of the gradient from the other end."""
+from ..amp import autocast_op
 from .. import dtypes
 from ..autograd import Function
 from .movement import wrap_dim
+from .half import computes_in_float32
 from .._tensor import Tensor, tensor_method
 
 
@@ -16,6 +18,8 @@ class _CumSum(Function):
 
 
 @tensor_method
+@autocast_op
+@computes_in_float32
 def cumsum(x, dim, *, dtype=None):
     """Integer and bool inputs sum as int32 (PyTorch's int64), floats in their own dtype."""
     if dtype is not None:

@@ -1,10 +1,12 @@
 """scatter_add and scatter (out of place) along a dim by an index, and one_hot. They run on the
 gather family's scatter-add kernel (backend.scatter_add, gather's adjoint); src's gradient is
 gather's, at the index."""
+from ..amp import autocast_op
 from .. import dtypes
 from ..autograd import Function
 from .elementwise import where
 from .movement import wrap_dim
+from .half import computes_in_float32
 from .._tensor import Tensor, tensor_method
 
 
@@ -41,6 +43,8 @@ def _scattered(src, dim, index, shape):
 
 
 @tensor_method
+@autocast_op
+@computes_in_float32
 def scatter_add(x, dim, index, src):
     """x plus src's elements added at the index along dim (repeated indices add up)."""
     dim = _check("scatter_add", x, dim, index, src)
@@ -48,6 +52,7 @@ def scatter_add(x, dim, index, src):
 
 
 @tensor_method
+@computes_in_float32
 def scatter(x, dim, index, src=None, *, value=None, reduce=None):
     """x with src's elements (or value) written at the index along dim. Where the index repeats a
     place, PyTorch leaves which write wins undefined; here the place gets their mean."""

@@ -11,7 +11,9 @@ SortResult = collections.namedtuple("SortResult", ["values", "indices"])
 
 
 def _keys(x):
-    """Sortable keys: float32 or int32 (bools and bytes sort as int32)."""
+    """Sortable keys: float32 or int32 (float16 as float32, exactly; bools and bytes as int32)."""
+    if x.dtype is dtypes.float16:
+        return x.float()
     return x if x.dtype in (dtypes.float32, dtypes.int32, dtypes.float64) else x.to(dtypes.int32)
 
 

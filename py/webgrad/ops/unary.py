@@ -7,6 +7,7 @@ anywhere) the expression goes through map.wgsl's accurate log_f / tanh_f or a Ce
 """
 import math
 
+from ..amp import autocast_op
 from ..backends.base import wgsl_is_nan
 from .._tensor import tensor_method
 from .elementwise import _BOOL, MapOp, _map, exp, where
@@ -115,28 +116,37 @@ ISINF = MapOp("isinf", "select(0u, 1u, T(0.5) != T(0) && (bitcast<u32>(a) & 0x7f
 
 
 @tensor_method
+@autocast_op
 def log2(x): return _map(LOG2, x)
 @tensor_method
+@autocast_op
 def log10(x): return _map(LOG10, x)
 @tensor_method
+@autocast_op
 def log1p(x): return _map(LOG1P, x)
 @tensor_method
+@autocast_op
 def expm1(x): return _map(EXPM1, x)
 @tensor_method
 def sin(x): return _map(SIN, x)
 @tensor_method
 def cos(x): return _map(COS, x)
 @tensor_method
+@autocast_op
 def tan(x): return _map(TAN, x)
 @tensor_method
+@autocast_op
 def asin(x): return _map(ASIN, x)
 @tensor_method
+@autocast_op
 def acos(x): return _map(ACOS, x)
 @tensor_method
 def atan(x): return _map(ATAN, x)
 @tensor_method
+@autocast_op
 def rsqrt(x): return _map(RSQRT, x)
 @tensor_method
+@autocast_op
 def reciprocal(x): return _map(RECIPROCAL, x)
 @tensor_method
 def square(x): return _map(SQUARE, x)

@@ -50,7 +50,7 @@ class WebGPUBackend(MapKernels, ReduceKernels, MatmulKernels, ConvKernels, Gathe
 
     def _empty(self, shape, dtype):
         """A buffer for a tensor of this shape; shape only names the tensor in a too-large error."""
-        return self.runtime.alloc(*buffer_request(shape, dtype))
+        return self.runtime.alloc(*buffer_request(shape, dtype, self.runtime))
 
     def upload(self, raw, dtype):
         raw = memoryview(raw).cast("B")

@@ -21,6 +21,10 @@ import webgrad_bridge
 
 from .runtime import PARAMS_BYTES, RAISED_LIMITS, REPORTED_LIMITS, DeviceLost
 
+# The runtime's OPTIONAL_FEATURES this driver asks for where the adapter has them: not
+# timestamp-query, as its submit is never timed.
+BROWSER_FEATURES = ("shader-f16",)
+
 _LOST = "device-lost: "   # how bridge.js starts every error once the device is lost
 _INTERRUPTED = "KeyboardInterrupt: "   # how bridge.js starts a GPU wait that the page's Stop ended
 _COMPILE_FAILED = "compile-failed: "   # how bridge.js starts a submit's error when a kernel it runs did not compile
@@ -65,8 +69,9 @@ class BrowserDriver:
     def __init__(self):
         self._bridge = webgrad_bridge.bridge
         raised, reported = ([_js_name(k) for k in names] for names in (RAISED_LIMITS, REPORTED_LIMITS))
-        init = json.loads(_await(self._bridge.init, to_js(raised), to_js(reported)))
+        init = json.loads(_await(self._bridge.init, to_js(raised), to_js(reported), to_js(list(BROWSER_FEATURES))))
         self.info = init["info"]
+        self.features = frozenset(init["features"])
         self.limits = {k: init["limits"][_js_name(k)] for k in REPORTED_LIMITS}
         self.is_software = init["isSoftware"]
         # True while work runs only to start its kernels' compiles (see submit): the page's worker

@@ -110,8 +110,9 @@ def orphans(runtime, recording):
 
 def fuse(runtime, recording):
     """Rewrite the recording with its elementwise chains fused; returns how many dispatches it saved."""
+    # float16 maps stay apart: fused members pass values on unrounded, where their own kernels round to f16
     maps = {index: _as_map(index, recording.dispatches[index][1], *described)
-            for index, described in recording.elementwise.items()}
+            for index, described in recording.elementwise.items() if not _touches_float16(described[0])}
     recording.elementwise = {}
     if not maps:
         return 0
@@ -144,6 +145,10 @@ def fuse(runtime, recording):
     saved = len(recording.dispatches) - len(dispatches)
     recording.dispatches, recording.params, recording.refresh = dispatches, params, refresh
     return saved
+
+
+def _touches_float16(spec):
+    return dtypes.float16 in (spec.compute, spec.out_dtype, *spec.kinds)
 
 
 def _as_map(index, handles, spec, offsets, scalars):

@@ -9,6 +9,7 @@ import itertools
 import re
 
 import wgpu
+from wgpu.backends.wgpu_native._api import libf as _checked
 from wgpu.backends.wgpu_native._ffi import ffi as _ffi, lib as _lib
 
 from .runtime import OPTIONAL_FEATURES, PARAMS_BYTES, RAISED_LIMITS, REPORTED_LIMITS, DeviceLost
@@ -179,19 +180,20 @@ class NativeDriver:
     def submit(self, params, new_bind_groups, dispatches, timed=False):
         for group, pipeline_handle, buffer_handles in new_bind_groups:
             self._bind_groups[group] = self._bind_group(pipeline_handle, buffer_handles)
-        self._queue.write_buffer(self._arena, 0, params)
-        encoder = self._device.create_command_encoder()
         if not timed:
-            self._encode(encoder.begin_compute_pass(), dispatches)
-            self._queue.submit([encoder.finish()])
+            self._submit(params, dispatches)
             return None
+        self._queue.write_buffer(self._arena, 0, params)
         # Timed: each dispatch in a pass of its own that writes a timestamp as it begins and ends.
+        encoder = self._device.create_command_encoder()
         count = 2 * len(dispatches)
         queries = self._device.create_query_set(type=wgpu.QueryType.timestamp, count=count)
         for i, one in enumerate(dispatches):
-            self._encode(encoder.begin_compute_pass(timestamp_writes={
+            cpass = encoder.begin_compute_pass(timestamp_writes={
                 "query_set": queries, "beginning_of_pass_write_index": 2 * i, "end_of_pass_write_index": 2 * i + 1,
-            }), [one])
+            })
+            self._encode(cpass._internal, [one])
+            cpass.end()
         resolved = self._device.create_buffer(size=8 * count,
                                               usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
         encoder.resolve_query_set(queries, 0, count, resolved, 0)
@@ -199,11 +201,31 @@ class NativeDriver:
         stamps = self._queue.read_buffer(resolved).cast("Q")
         return [stamps[2 * i + 1] - stamps[2 * i] for i in range(len(dispatches))]
 
-    def _encode(self, cpass, dispatches):
+    def _submit(self, params, dispatches):
+        """The params upload and one pass of the dispatches, through wgpu-native's C functions: wgpu-py's
+        objects and descriptors cost ~20 us a submit. A bad upload, pass or submit fails at the
+        calls made through _checked (wgpu-py's error capture), which raise what went wrong."""
+        queue = self._queue._internal
+        _checked.wgpuQueueWriteBuffer(queue, self._arena._internal, 0, _ffi.from_buffer(params), len(params))
+        encoder = _lib.wgpuDeviceCreateCommandEncoder(self._device._internal, _ffi.NULL)
+        cpass = _lib.wgpuCommandEncoderBeginComputePass(encoder, _ffi.NULL)
+        self._encode(cpass, dispatches)
+        _lib.wgpuComputePassEncoderEnd(cpass)
+        _lib.wgpuComputePassEncoderRelease(cpass)
+        try:
+            commands = _checked.wgpuCommandEncoderFinish(encoder, _ffi.NULL)
+        finally:
+            _lib.wgpuCommandEncoderRelease(encoder)
+        try:
+            _checked.wgpuQueueSubmit(queue, 1, _ffi.new("WGPUCommandBuffer[1]", [commands]))
+        finally:
+            _lib.wgpuCommandBufferRelease(commands)
+
+    def _encode(self, pass_ptr, dispatches):
         # The pass is encoded through wgpu-native's C functions directly: wgpu-py's wrappers cost
         # ~3 us a call in error bookkeeping, most of a small step's time. The runtime only builds
-        # valid dispatches; anything wrong still surfaces at encoder.finish() and queue.submit().
-        pass_ptr, offset = cpass._internal, _ffi.new("uint32_t[1]")
+        # valid dispatches; anything wrong still surfaces at the encoder's finish and the submit.
+        offset = _ffi.new("uint32_t[1]")
         set_pipeline = _lib.wgpuComputePassEncoderSetPipeline
         set_bind_group = _lib.wgpuComputePassEncoderSetBindGroup
         dispatch = _lib.wgpuComputePassEncoderDispatchWorkgroups
@@ -215,7 +237,6 @@ class NativeDriver:
             offset[0] = params_offset
             set_bind_group(pass_ptr, 0, bind_groups[group]._internal, 1, offset)
             dispatch(pass_ptr, x, y, z)
-        cpass.end()
 
     @_on_device
     def sync(self):

@@ -14,3 +14,20 @@ class Recording:
         self.writes = []       # (storage, bytes) uploaded during the call
         self.storages = set()
         self.elementwise = {}  # dispatch index -> (MapSpec, offsets, scalar words) of a map kernel (fusion.py)
+        # Handles of the buffers allocated during the call. Their values before it are garbage nothing
+        # reads (a buffer the recording binds is kept alive, so none it used is freed and handed out
+        # again within the call): the recording writes them before reading, and may write others.
+        self.made = set()
+
+    def sites(self, storage):
+        """Where the dispatches bind storage: (dispatch index, binding slot) pairs."""
+        return [(i, j) for i, (_, handles, _) in enumerate(self.dispatches)
+                for j, handle in enumerate(handles) if handle == storage.handle]
+
+    def rebind(self, old, new, sites):
+        """Bind storage new at sites (found with sites(), where old was bound), from the next replay on."""
+        for i, j in sites:
+            pipeline, handles, grid = self.dispatches[i]
+            self.dispatches[i] = (pipeline, handles[:j] + (new.handle,) + handles[j + 1:], grid)
+        self.storages.discard(old)
+        self.storages.add(new)

@@ -42,18 +42,13 @@ PARAMS_BYTES = 256   # one dispatch's parameter block (256 is also the largest l
 PARAMS_WORDS = PARAMS_BYTES // 4
 ARENA_MIN_BYTES = 64 << 10   # 256 dispatches' parameters: eager work (MAX_QUEUED) never grows it
 # Raised from the WebGPU defaults to what the adapter offers; nothing else is requested.
-RAISED_LIMITS = (
-    "max_storage_buffer_binding_size",
-    "max_buffer_size",
-    "max_storage_buffers_per_shader_stage",
-    "max_compute_workgroup_storage_size",
-    "max_compute_invocations_per_workgroup",
-    "max_compute_workgroup_size_x",
-    "max_compute_workgroup_size_y",
-)
+RAISED_LIMITS = ("max_storage_buffer_binding_size", "max_buffer_size", "max_storage_buffers_per_shader_stage",
+                 "max_compute_workgroup_storage_size", "max_compute_invocations_per_workgroup",
+                 "max_compute_workgroup_size_x", "max_compute_workgroup_size_y")
 # Optional WebGPU features asked for where the adapter has them (driver.features: those granted).
-# timestamp-query: the profiler's GPU times (webgrad.profiler).
-OPTIONAL_FEATURES = ("timestamp-query",)
+# timestamp-query: the profiler's GPU times (webgrad.profiler); shader-f16: float16 tensors (WGSL's
+# f16, kernels/common.py). The browser's driver asks for shader-f16 alone (its submit is never timed).
+OPTIONAL_FEATURES = ("timestamp-query", "shader-f16")
 # What the runtime and the kernels read of the device's limits: the raised ones and two defaults.
 REPORTED_LIMITS = RAISED_LIMITS + ("max_compute_workgroups_per_dimension", "min_storage_buffer_offset_alignment")
 # A queue this long is submitted without waiting for a read, so the GPU works while Python queues
@@ -116,7 +111,7 @@ def arena_size(nbytes):
 
 
 @functools.lru_cache(maxsize=4096)
-def _size_class(nbytes):
+def size_class(nbytes):
     """Round up to 256 bytes, then to a quarter of the next power of two, so buffers are reused."""
     nbytes = max(256, (nbytes + 255) & ~255)
     quarter = max(256, 1 << (nbytes.bit_length() - 3))
@@ -152,6 +147,7 @@ class Runtime:
     def __init__(self, driver):
         self.driver = driver
         self.limits = driver.limits
+        self.features = frozenset(getattr(driver, "features", ()))
         self._pipelines = {}
         self._free = defaultdict(list)     # size class -> buffer handles ready for reuse
         self._asked = {}                   # size class -> when it was last allocated (the count of allocs then)
@@ -161,6 +157,7 @@ class Runtime:
         self._queue = []                   # (pipeline, bind group id, params offset, grid)
         self._params = bytearray()
         self._recording = None
+        self._gpu_idle = True              # nothing submitted since a read waited for all the work
         self.adopted = None                # {handle: None} while fusion.orphans() looks for a recording's orphans
         self._layout_of = {}               # pipeline -> its bindings: kernels of one layout share bind groups
         self.kernel_names = {}             # pipeline -> (kernel's name, its family): the profiler's rows
@@ -189,7 +186,7 @@ class Runtime:
                 f"(maxStorageBufferBindingSize {self.limits['max_storage_buffer_binding_size']}, "
                 f"maxBufferSize {self.limits['max_buffer_size']}); split it into smaller tensors or "
                 f"use the cpu device")
-        size = _size_class(nbytes)
+        size = size_class(nbytes)
         if size > limit:
             size = (nbytes + 255) & ~255
         self._allocs += 1
@@ -206,6 +203,8 @@ class Runtime:
         self.live_bytes += size
         if self.live_bytes > self.peak_bytes:
             self.peak_bytes = self.live_bytes
+        if self._recording is not None:   # fresh: nothing the recording reads (Recording.made)
+            self._recording.made.add(handle)
         return Storage(handle, size, self)
 
     def release(self, storage):
@@ -239,6 +238,7 @@ class Runtime:
             return b""
         start, size = word_window(offset, nbytes)
         data = self.driver.read_buffers([(storage.handle, start, size), self.index_errors.region])
+        self._gpu_idle = True
         self.index_errors.raise_recorded(data[size:])
         return data[offset - start: offset - start + nbytes]
 
@@ -327,8 +327,7 @@ class Runtime:
         if self._queue:
             submit = self.driver.submit if self.profiler is None else self.profiler.submit
             submit(bytes(self._params), self.bind_groups.take_new(), self._queue)
-            self._queue = []
-            self._params = bytearray()
+            self._queue, self._params, self._gpu_idle = [], bytearray(), False
             if len(self.bind_groups) > self.bind_groups.kept:
                 self._forget_bind_groups()
         # submitted: later work (and buffer uploads, which the queue orders after it) may reuse these
@@ -370,8 +369,8 @@ class Runtime:
         return recording
 
     def replay(self, recording):
-        """Queue a recording's work again: the same kernels on the same buffers, with fresh words
-        where the recording asked for them."""
+        """Queue a recording's work again: the same kernels on the same buffers, fresh words where it
+        asked for them; submitted at once where a read left the GPU idle (so it waits for one step)."""
         for storage, data in recording.writes:
             self._upload(storage.handle, data)
         if len(self._params) + len(recording.params) > self._arena_bytes:
@@ -385,11 +384,11 @@ class Runtime:
         for i, (pipeline, handles, grid) in enumerate(recording.dispatches):
             key = (layout_of[pipeline], handles)
             queue.append((pipeline, ids.get(key) or bind_groups.add(key, pipeline), base + i * PARAMS_BYTES, grid))
-        if len(self._queue) >= MAX_QUEUED:
+        if self._gpu_idle or len(queue) >= MAX_QUEUED:
             self.flush()
 
     def memory_stats(self):
-        """Bytes are whole buffers (tensors get a size class: see _size_class). live: held by
+        """Bytes are whole buffers (tensors get a size class: see size_class). live: held by
         tensors (or a jit recording), and the index error words; pool: freed, kept for reuse; peak:
         the most ever live."""
         return {"live_buffers": self.live_buffers, "live_bytes": self.live_bytes,

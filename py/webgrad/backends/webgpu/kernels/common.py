@@ -17,6 +17,10 @@ _SHADER_DIRS = (os.path.join(os.path.dirname(__file__), "..", "..", "..", "shade
                 os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "..", "shaders"))  # the repo
 _sources = {}
 _SLOT = re.compile(r"\{\{(\w+)\}\}")
+_F16 = re.compile(r"\bf16\b")
+_COMMENT = re.compile(r"//[^\n]*")
+# The optional WebGPU feature float16 tensors need on the webgpu device (runtime.OPTIONAL_FEATURES).
+FLOAT16_FEATURE = "shader-f16"
 
 # Threads per workgroup of the kernels that give each thread one element (WGSL's WORKGROUP_SIZE).
 WORKGROUP_SIZE = 256
@@ -55,7 +59,10 @@ def fill(template, params, includes=(), **slots):
         if _SLOT.search(snippet):
             raise ValueError(f"shaders/{name}.wgsl is included, so it cannot have {{{{slots}}}}")
     common = shader("common").replace("{{workgroup_size}}", str(WORKGROUP_SIZE))
-    return "\n".join([common, params.wgsl(), *snippets, source])
+    # f16 (float16 buffers) needs the extension enabled before any declaration, and only there: an
+    # adapter without shader-f16 refuses every kernel that enables it
+    enable = ["enable f16;"] if _F16.search(_COMMENT.sub("", source)) else []
+    return "\n".join([*enable, common, params.wgsl(), *snippets, source])
 
 
 
@@ -72,9 +79,14 @@ def word(value, dtype):
     return int(value) & 0xFFFFFFFF
 
 
-def check_gpu_dtype(dtype, what):
+def check_gpu_dtype(dtype, what, float16=False):
+    """Refuse dtypes no webgpu kernel takes; float16 too, but where the family reads f16 buffers
+    (float16=True: map, reduce, matmul). The ops of the others compute in float32 (ops/half.py), so
+    a float16 view here is a bug, raised rather than read as 32-bit words."""
     if dtype is dtypes.float64:
         raise TypeError(f"webgpu: {what} float64 is not supported (WGSL has no f64); use float32")
+    if dtype is dtypes.float16 and not float16:
+        raise TypeError(f"webgpu: {what} float16 has no kernel (its op should run in float32: ops/half.py)")
     dtypes.check_supported(dtype, "webgpu")
 
 
@@ -84,9 +96,19 @@ def check_not_uint8(dtype, what):
                         "packed four to a word); convert with .int() or .float() first")
 
 
-def buffer_request(shape, dtype):
+def check_float16(dtype, runtime):
+    """Refuse float16 where the device was not granted shader-f16 (SwiftShader has none): never a
+    silent float32 instead."""
+    if dtype is dtypes.float16 and FLOAT16_FEATURE not in runtime.features:
+        raise TypeError(f"webgpu: float16 tensors need WGSL's f16, and the adapter "
+                        f"'{runtime.driver.info.get('name', '?')}' lacks the WebGPU feature {FLOAT16_FEATURE}; "
+                        "use float32")
+
+
+def buffer_request(shape, dtype, runtime):
     """runtime.alloc's arguments for a tensor of this shape and dtype: its bytes, and its name for
     a too-large error."""
-    check_gpu_dtype(dtype, "tensors of")
+    check_gpu_dtype(dtype, "tensors of", float16=True)
+    check_float16(dtype, runtime)
     nbytes = max(4, math.ceil(math.prod(shape) * dtype.gpu_itemsize / 4) * 4)
     return nbytes, lambda: f"a {dtype.name} tensor of shape {tuple(shape)}"

@@ -75,10 +75,10 @@ class MapKernels:
 
     def _map_kernel(self, key, op, args, shape, compute, out_dtype, out):
         """map's checks, and the _MapKernel for its key."""
-        check_gpu_dtype(compute, "computing in")
+        check_gpu_dtype(compute, "computing in", float16=True)
         check_not_uint8(out_dtype, op.name)
         kernel = _MapKernel()
-        kernel.nbytes, kernel.what = buffer_request(shape, out_dtype) if out is None else (0, None)
+        kernel.nbytes, kernel.what = buffer_request(shape, out_dtype, self.runtime) if out is None else (0, None)
         kernel.numel = math.prod(shape)
         kinds = tuple(a.dtype if isinstance(a, View) else None for a in args)
         views = [a for a in args if isinstance(a, View)]
@@ -108,7 +108,7 @@ def _map_source(op, kinds, compute, out_dtype, nd, params):
     """The kernel for op over operands of nd strided dims (0: all contiguous); kinds: each
     operand's dtype, None for a scalar. The element's coordinates are found once, unrolled over
     the nd dims, and shared by every operand."""
-    bindings = [f"@group(0) @binding(1) var<storage, read_write> out: array<{out_dtype.wgsl}>;"]
+    bindings = [f"@group(0) @binding(1) var<storage, read_write> out: array<{out_dtype.stored}>;"]
     body = []
     if nd:
         body.append("    var rest = i;")
@@ -127,19 +127,24 @@ def _map_source(op, kinds, compute, out_dtype, nd, params):
         x = _OPERANDS[k]
         if kind is not None:
             slot += 1
-            bindings.append(f"@group(0) @binding({slot + 1}) var<storage, read> in_{x}: array<{kind.wgsl}>;")
+            bindings.append(f"@group(0) @binding({slot + 1}) var<storage, read> in_{x}: array<{kind.stored}>;")
             body.append(f"    let at_{x} = {element(slot, x)};")
             body.append(f"    let {x} = {operand(op, k, load(kind, f'in_{x}', f'at_{x}'))};")
         else:
             body.append(f"    let {x} = {scalar_operand(scalar, compute)};")
             scalar += 1
-    body.append(f"    out[o] = {op.wgsl};")
+    body.append(f"    out[o] = {stored(out_dtype, op.wgsl)};")
     return fill("map", params, compute=compute.wgsl, bindings="\n".join(bindings), body="\n".join(body))
 
 
 def load(kind, buffer, at):
     """WGSL: the element of a `kind` buffer at position `at` (a name: uint8 reads it twice)."""
     return f"byte_at({buffer}[{at} >> 2u], {at})" if kind is dtypes.uint8 else f"{buffer}[{at}]"
+
+
+def stored(dtype, value):
+    """WGSL: a value computed for a `dtype` result as its buffer stores it (float16: rounded to f16)."""
+    return value if dtype.stored == dtype.wgsl else f"{dtype.stored}({value})"
 
 
 def operand(op, k, value):

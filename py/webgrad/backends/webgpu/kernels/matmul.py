@@ -1,73 +1,29 @@
 """The matmul family (shaders/matmul.wgsl): register-tiled batched products of strided operands,
-with the bias added in the store, K split where a product has too few tiles, epilogues from fusion.py."""
+with the bias added in the store, K split where a product has too few tiles, epilogues from fusion.py;
+a software adapter's small products through shaders/matmul_small.wgsl, a thread per output."""
 import collections
 import functools
 import math
 import struct
 from typing import NamedTuple
 
+from .... import dtypes
 from ...base import COPY, FILL, SUM, flat
 from .common import check_gpu_dtype, fill, groups
+# The tilings (matmul_tuning.py), by their names here too, as the tests and the bench use them.
+from .matmul_tuning import (MATMUL_GROUPS, MATMUL_MAX_SPLITS, MATMUL_MIN_SPLIT_K, MATMUL_SPLIT_BELOW,  # noqa: F401
+                            MATMUL_SPLIT_FROM_K, MatmulTiles, MatmulTuner, matmul_splits, matmul_tiles)
 from .params import ParamBlock, i32, u32
 
-# The longest inner dimension one matmul workgroup walks on a software adapter, whose shader loops
-# stop after ~65535 iterations (longer products split K).
-SOFTWARE_MATMUL_K = 16384
-# On a GPU, a product with fewer output tiles than MATMUL_SPLIT_BELOW and a K of at least
-# MATMUL_SPLIT_FROM_K splits K (at least MATMUL_MIN_SPLIT_K each) until it has about MATMUL_GROUPS
-# workgroups: the MLP's 128x784 @ 784x512 has 64 tiles of 32x32 (H100: 61 us whole, 28 us in 4
-# pieces plus their sum), and the GPT's weight gradient 1152x384 out of K = 16,384 has 54 tiles
-# of 128x64 each walking all of K. A shorter K is not worth the dispatch that sums the pieces
-# (~10 us), nor are 128 tiles (1024^3) the extra pass.
-MATMUL_GROUPS = 256
-MATMUL_SPLIT_BELOW = 128
-MATMUL_SPLIT_FROM_K = 512
-MATMUL_MIN_SPLIT_K = 64
-# At most this many pieces (a conv's weight gradient, 16x9 outputs over a K of 100k, takes them all).
-MATMUL_MAX_SPLITS = 256
 # Operand layouts and products planned (_strided_layout, _plan) and kept; past this many the least
 # recently used go.
 MATMUL_PLANS_KEPT = 512
-
-
-class MatmulTiles(collections.namedtuple("MatmulTiles", "wx wy tm tn bk")):
-    """A matmul kernel's shape (shaders/matmul.wgsl): wx x wy threads, each computing tm x tn
-    outputs, stepping bk along K."""
-
-    @property
-    def workgroup_bytes(self):   # two halves of padded A and B slices, vec4 rows
-        return 2 * self.bk * (self.wy * self.tm // 4 + 1 + self.wx * self.tn // 4 + 1) * 16
-
-
-# Measured on an H100 over Vulkan (bench/matmul.py --sweep, bench/NOTES.md): by outputs over all
-# batches, the largest output tile that still gives the GPU enough work and wastes at most half a
-# tile on each matrix's edges; the middle size's long side follows the output's (M > N: 128 x 64).
-# It and the smallest fit WebGPU's default 16 KiB of workgroup memory, the largest does not.
-_MATMUL_BY_SIZE = ((2048 * 2048, MatmulTiles(16, 16, 8, 8, 8)),    # 128 x 128
-                   (384 * 1024, MatmulTiles(16, 8, 8, 8, 8)),      # 64 x 128
-                   (0, MatmulTiles(8, 8, 4, 4, 16)))               # 32 x 32
-_MATMUL_SOFTWARE = MatmulTiles(8, 8, 4, 4, 16)   # a CPU rasterizer: few workgroups run at once
-
-
-def matmul_tiles(m, n, batch, is_software, workgroup_limit=16384):
-    if is_software:
-        return _MATMUL_SOFTWARE
-    oriented = ((least, tiles if m <= n else tiles._replace(wx=tiles.wy, wy=tiles.wx, tm=tiles.tn, tn=tiles.tm))
-                for least, tiles in _MATMUL_BY_SIZE)
-    fits = (tiles for least, tiles in oriented
-            if batch * m * n >= least and tiles.workgroup_bytes <= workgroup_limit
-            and 2 * m >= tiles.wy * tiles.tm and 2 * n >= tiles.wx * tiles.tn)
-    return next(fits, _MATMUL_BY_SIZE[-1][1])
-
-
-def matmul_splits(m, n, k, batch, tiles, is_software):
-    """How many pieces of K one product is split into (see shaders/matmul.wgsl)."""
-    if is_software:
-        return -(-k // SOFTWARE_MATMUL_K)
-    workgroups = groups(m, tiles.wy * tiles.tm) * groups(n, tiles.wx * tiles.tn) * batch
-    if k < MATMUL_SPLIT_FROM_K or workgroups >= MATMUL_SPLIT_BELOW:
-        return 1
-    return max(1, min(-(-MATMUL_GROUPS // workgroups), k // MATMUL_MIN_SPLIT_K, MATMUL_MAX_SPLITS))
+# On a software adapter, a product of at most MATMUL_SMALL_MACS multiply-adds over all batches (a toy
+# model's) takes shaders/matmul_small.wgsl: a thread per output, one pipeline for every layout, where
+# SwiftShader compiles each tiled variant in 1-7 s, it in ~0.2 s; past it the tiles' faster multiply-adds win
+# (bench/NOTES.md).
+MATMUL_SMALL_MACS = 1 << 18
+MATMUL_SMALL = MatmulTiles(4, 16, 1, 1, 1)
 
 
 class MatmulOperand(collections.namedtuple("MatmulOperand", "storage form along_k wide fields batch_strides")):
@@ -139,8 +95,8 @@ class ProductDispatch(NamedTuple):
 def product_dispatch(key, block):
     """The ProductDispatch of a matmul pipeline's key and its dispatch's parameter bytes, or None
     where the kernel already has an epilogue."""
-    if key[0] != "matmul" or isinstance(key[-1], MatmulEpilogue):
-        return None
+    if key[0] != "matmul" or isinstance(key[-1], MatmulEpilogue) or key[-1] != "f32":
+        return None   # (an epilogue's fused maps store f32: not into a float16 product)
     scalars = matmul_params(_kind(key[2]), _kind(key[3])).scalars
     head = dict(zip((f.name for f in scalars), struct.unpack_from(f"<{len(scalars)}I", block)))
     words = struct.unpack_from(f"<{len(scalars) + 3 * head['batch_ndim']}I", block)
@@ -185,11 +141,11 @@ _MATMUL_OPERANDS = {"a": ("BM", "BK", "row0 + s.x", "t + s.y", "m", "k"),
                     "b": ("BK", "BN", "t + s.x", "col0 + s.y", "k", "n")}
 
 
-def _tile_loader(x, form, cols_fast, wide):
+def _tile_loader(x, form, cols_fast, wide, element="f32"):
     """WGSL for operand x: {x}_slot, thread tid's l-th position in the staged slice (row, col;
     consecutive threads walk the columns when cols_fast, else the rows; wide: the first of 4
-    columns, or rows, along that walk, a multiple of 4 in number), and load_{x}, the value there,
-    zero past the edges."""
+    columns, or rows, along that walk, a multiple of 4 in number), and load_{x}, the value there
+    (from the operand's element type to f32), zero past the edges."""
     rows, cols, r, c, r_end, c_end = _MATMUL_OPERANDS[x]
     f = f"params.{x}_"   # this operand's fields
     kind, zero = ("vec4<f32>", "vec4<f32>()") if wide else ("f32", "0.0")
@@ -233,20 +189,30 @@ fn load_{x}(s: vec2<u32>, row0: u32, col0: u32, t: u32, at: u32, m: u32, n: u32,
     let r = {r};
     let c = {c};
 {lines}
-    return select({zero}, {x}[at_rc], {inside});
+    return select({zero}, {_as_f32(f"{x}[at_rc]", kind, element)}, {inside});
 }}"""
 
 
-def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wide, b_wide, epilogue=None):
+def _as_f32(value, kind, element):
+    """WGSL: a value of an operand's element type (f32 or f16, or vec4s of them) as the f32 `kind`
+    the product accumulates in."""
+    return value if element == "f32" else f"{kind}({value})"
+
+
+def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wide, b_wide, element="f32", out="f32",
+                   epilogue=None):
     """shaders/matmul.wgsl with each thread's per-element work unrolled over named variables;
     forms and staging orders as in MatmulOperand; bias_along: None, "col" or "row" (the bias vector
-    follows the output's columns or rows); a_wide / b_wide: the operand is read as vec4s."""
+    follows the output's columns or rows); a_wide / b_wide: the operand is read as vec4s; element:
+    the operands' and bias's WGSL element type (f32, or f16 read into f32: the sums are f32 either
+    way), out: the result's (f32 for a split K's pieces)."""
     wx, wy, tm, tn, bk = tiles
     a_loads = wy * tm * bk // (wx * wy) // (4 if a_wide else 1)
     b_loads = wx * tn * bk // (wx * wy) // (4 if b_wide else 1)
     runs_m, runs_n = range(tm // 4), range(tn // 4)
     acc = [(g * 4 + i, j) for g in runs_m for i in range(4) for j in runs_n]
-    write = "out[at + {}] = {};" if epilogue is None else "store_epilogue(at + {}, {});"   # (a MatmulEpilogue)
+    write = ("out[at + {}] = " + ("{};" if out == "f32" else f"{out}({{}});") if epilogue is None
+             else "store_epilogue(at + {}, {});")   # (a MatmulEpilogue)
     declare = [f"let sa{q} = a_slot(tid, {q}u);" for q in range(a_loads)]
     declare += [f"let sb{q} = b_slot(tid, {q}u);" for q in range(b_loads)]
     declare += [f"var na{q} = {'vec4<f32>()' if a_wide else '0.0'};" for q in range(a_loads)]
@@ -303,21 +269,29 @@ def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wi
         return "\n".join(" " * indent + line for line in lines)
     bias = "" if bias_along is None else (
         "fn bias_at(i: u32, split: u32) -> f32 {\n"
-        "    return select(0.0, bias[params.bias_offset + i * params.bias_stride], split == 0u);\n}")
-    loaders = _tile_loader("a", a_form, a_along_k, a_wide) + "\n" + _tile_loader("b", b_form, not b_along_k, b_wide)
+        f"    return select(0.0, {_as_f32('bias[params.bias_offset + i * params.bias_stride]', 'f32', element)}, "
+        "split == 0u);\n}")
+    loaders = (_tile_loader("a", a_form, a_along_k, a_wide, element) + "\n" +
+               _tile_loader("b", b_form, not b_along_k, b_wide, element))
+    if tiles == MATMUL_SMALL:   # the kernel's variables row and col are what bias_along names
+        return fill("matmul_small", matmul_params(_kind(a_form), _kind(b_form), epilogue), bias=bias, loaders=loaders,
+                    bindings=_bindings(a_wide, b_wide, bias_along, epilogue, element, out), wx=str(wx), wy=str(wy),
+                    epilogue=getattr(epilogue, "function", ""),
+                    store=write.format("col", "sum" + (f" + bias_at({bias_along}, split)" if bias_along else "")))
     return fill("matmul", matmul_params(_kind(a_form), _kind(b_form), epilogue), bias=bias, loaders=loaders,
-                bindings=_bindings(a_wide, b_wide, bias_along, epilogue),
+                bindings=_bindings(a_wide, b_wide, bias_along, epilogue, element, out),
                 wx=str(wx), wy=str(wy), tm=str(tm), tn=str(tn), bk=str(bk), epilogue=getattr(epilogue, "function", ""),
                 declare=block(declare, 4), load_first=block(load("k0"), 4), stage=block(stage, 8),
                 load_next=block(load("t + BK"), 12), multiply=block(multiply, 8), store=block(store, 4))
 
 
-def _bindings(a_wide, b_wide, bias_along, epilogue):
+def _bindings(a_wide, b_wide, bias_along, epilogue, element="f32", out="f32"):
     """WGSL: the product's buffers (its result unless an epilogue stores only its own), then the
     epilogue's."""
-    buffers = [("read_write", "out", "f32")] if epilogue is None or epilogue.stores_product else []
-    buffers += [("read", "a", "vec4<f32>" if a_wide else "f32"), ("read", "b", "vec4<f32>" if b_wide else "f32")]
-    buffers += [("read", "bias", "f32")] * (bias_along is not None)
+    buffers = [("read_write", "out", out)] if epilogue is None or epilogue.stores_product else []
+    buffers += [("read", "a", f"vec4<{element}>" if a_wide else element),
+                ("read", "b", f"vec4<{element}>" if b_wide else element)]
+    buffers += [("read", "bias", element)] * (bias_along is not None)
     buffers += [(mode, f"buf{slot}", kind) for slot, (mode, kind) in enumerate(epilogue.buffers if epilogue else ())]
     return "\n".join(f"@group(0) @binding({slot + 1}) var<storage, {mode}> {name}: array<{kind}>;"
                      for slot, (mode, name, kind) in enumerate(buffers))
@@ -341,19 +315,23 @@ def _layout(operand):
 
 
 @functools.lru_cache(maxsize=MATMUL_PLANS_KEPT)
-def _plan(a, b, m, n, k, batch, bias_at, tiles, splits):
+def _plan(a, b, m, n, k, batch, bias_at, tiles, splits, element="f32"):
     """One product's kernel key, parameter words, grid and number of K pieces (splits rounded to
-    whole BK steps), from its operands' _layout, sizes, bias (offset, stride, along) or None, and
-    its tiles and splits: worked out once per layout, as a training step repeats its products."""
+    whole BK steps), from its operands' _layout, sizes, bias (offset, stride, along) or None, its
+    tiles and splits, and its operands' WGSL element type: worked out once per layout, as a
+    training step repeats its products."""
     split_k = -(-k // splits // tiles.bk) * tiles.bk
     splits = -(-k // split_k)
     threads = tiles.wx * tiles.wy
     a_form, a_along_k, a_wide, a_fields, a_batch_strides = a
     b_form, b_along_k, b_wide, b_fields, b_batch_strides = b
+    if tiles == MATMUL_SMALL:   # read an element at a time: its one kernel serves every staging order
+        a_along_k = b_along_k = False
     a_wide = a_wide and tiles.wy * tiles.tm * tiles.bk % (4 * threads) == 0
     b_wide = b_wide and tiles.wx * tiles.tn * tiles.bk % (4 * threads) == 0
     bias_offset, bias_stride, bias_along = bias_at or (0, 0, None)
-    key = (tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wide, b_wide)
+    key = (tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wide, b_wide, element,
+           element if splits == 1 else "f32")   # a split K's pieces are summed in f32
     words = matmul_params(_kind(a_form), _kind(b_form)).pack(
         m=m, n=n, k=k, split_k=split_k, bias_offset=bias_offset, bias_stride=bias_stride,
         **{f"a_{name}": value for name, value in a_fields}, **{f"b_{name}": value for name, value in b_fields},
@@ -365,7 +343,7 @@ def _plan(a, b, m, n, k, batch, bias_at, tiles, splits):
 class MatmulKernels:
     def matmul(self, a, b, bias=None, bias_dim=-1):
         """(*B, M, K) @ (*B, K, N), plus bias along the columns (bias_dim -1) or rows (-2)."""
-        check_gpu_dtype(a.dtype, "matmul in")
+        check_gpu_dtype(a.dtype, "matmul in", float16=True)
         *batch, m, k = a.shape
         return self._product(_strided_operand(a, "a"), _strided_operand(b, "b"), m, b.shape[-1], k, batch,
                              bias, bias_dim, a.dtype)
@@ -378,17 +356,33 @@ class MatmulKernels:
         if k == 0:
             return self._empty_product((*batch, m, n), bias, bias_dim, dtype)
         tiles = matmul_tiles(m, n, count, self.is_software, self.runtime.limits["max_compute_workgroup_storage_size"])
+        if self.is_software and count * m * n * k <= MATMUL_SMALL_MACS:
+            tiles = MATMUL_SMALL
         splits = matmul_splits(m, n, k, count, tiles, self.is_software)
         bias_at = None if bias is None else (bias.offset, bias.strides[0], ("col", "row")[bias_dim == -2])
-        key, words, grid, splits = _plan(_layout(a), _layout(b), m, n, k, tuple(batch), bias_at, tiles, splits)
-        storage = self._empty((splits, *batch, m, n) if splits > 1 else (*batch, m, n), dtype)
+        layouts = _layout(a), _layout(b)
+        tiles, splits = self.matmul_tuner.choose(   # the prior, or the adapter's fastest for such products
+            m, n, k, count, (layouts[0][:3], layouts[1][:3], dtype.stored), (tiles, splits),
+            lambda t, s: self._tiled_product(a, b, layouts, m, n, k, batch, bias, bias_at, dtype, t, s))
+        return self._tiled_product(a, b, layouts, m, n, k, batch, bias, bias_at, dtype, tiles, splits)
+
+    @functools.cached_property
+    def matmul_tuner(self):
+        return MatmulTuner(self.runtime, self.info, self.is_software)
+
+    def _tiled_product(self, a, b, layouts, m, n, k, batch, bias, bias_at, dtype, tiles, splits):
+        """_product's dispatches with these tiles and K split (layouts: a's and b's _layout)."""
+        count = math.prod(batch)
+        key, words, grid, splits = _plan(*layouts, m, n, k, tuple(batch), bias_at, tiles, splits, dtype.stored)
+        pieces = dtype if splits == 1 else dtypes.float32
+        storage = self._empty((splits, *batch, m, n) if splits > 1 else (*batch, m, n), pieces)
         bindings = ("read_write", "read", "read") + (("read",) if bias is not None else ())
         pipeline = self.runtime.pipeline(("matmul", *key), lambda: _matmul_source(*key), bindings=bindings)
         storages = [storage, a.storage, b.storage] + ([bias.storage] if bias is not None else [])
         self.runtime.dispatch(pipeline, storages, words, grid)
         if splits == 1:
             return storage
-        return self.reduce(SUM, flat(storage, (splits, count * m * n), dtype), (0,), dtype)
+        return self.reduce(SUM, flat(storage, (splits, count * m * n), pieces), (0,), dtype)
 
     def _empty_product(self, shape, bias, bias_dim, dtype):
         """A product over an empty K: zeros, plus the bias."""

@@ -14,6 +14,7 @@ function's parameters, so the declaration and the WGSL cannot disagree on an ord
 import functools
 import re
 
+from .... import dtypes
 from .common import fill, groups, shader
 from .params import ParamBlock, f32, u32
 from ..runtime import PARAMS_WORDS
@@ -60,33 +61,46 @@ def _parameters(kind):
     return tuple(re.findall(r"(\w+)\s*:", found.group(1)))
 
 
-def _grad_bindings(binding_of, first, access):
-    """The gradients' bindings, from `first` on, one per distinct buffer (binding_of: each segment's)."""
-    return [f"@group(0) @binding({first + b}) var<storage, {access}> grad_{b}: array<f32>;"
+def _grad_bindings(binding_of, first, access, element):
+    """The gradients' bindings, from `first` on, one per distinct buffer (binding_of: each segment's),
+    of WGSL element type `element`."""
+    return [f"@group(0) @binding({first + b}) var<storage, {access}> grad_{b}: array<{element}>;"
             for b in range(max(binding_of) + 1)]
 
 
-def _optim_source(update, states, region_binding, binding_of):
+def _f32(value, element):
+    """WGSL: a buffer's element (of WGSL type `element`) as the f32 the updates compute in."""
+    return value if element == "f32" else f"f32({value})"
+
+
+def _stored(value, element):
+    """WGSL: an f32 as a buffer of WGSL element type `element` stores it (float16: rounded to f16)."""
+    return value if element == "f32" else f"{element}({value})"
+
+
+def _optim_source(update, states, region_binding, binding_of, element):
     """update's kernel: the arena's (each region's: region_binding) and the gradients' bindings
     (binding_of), grad_of, and the entry point's body, which loads the element of the parameter and
-    each state, calls fn <kind> and stores them back."""
+    each state, calls fn <kind> and stores them back. element: the parameters', states' and
+    gradients' WGSL element type (f16 is computed in f32, rounded as it is stored, as torch does)."""
     parameters = _parameters(update.kind)
     declared = {"param", "grad", *update.states, *update.hyper}
     if set(parameters) != declared:
         raise RuntimeError(f"shaders/optim.wgsl: fn {update.kind} takes {sorted(parameters)}, but its FusedUpdate "
                            f"declares {sorted(declared)}")
     arenas = max(region_binding) + 1
-    lines = [f"@group(0) @binding({1 + b}) var<storage, read_write> arena_{b}: array<f32>;" for b in range(arenas)]
-    lines += [*_grad_bindings(binding_of, 1 + arenas, "read"), f"const SEGMENTS: u32 = {len(binding_of)}u;",
+    lines = [f"@group(0) @binding({1 + b}) var<storage, read_write> arena_{b}: array<{element}>;"
+             for b in range(arenas)]
+    lines += [*_grad_bindings(binding_of, 1 + arenas, "read", element), f"const SEGMENTS: u32 = {len(binding_of)}u;",
              "fn grad_of(s: u32, at: u32) -> f32 {", "    switch s {"]
     last = max(binding_of)
     for b in range(last + 1):
         cases = ", ".join([f"{s}u" for s, of in enumerate(binding_of) if of == b] + (["default"] if b == last else []))
-        lines.append(f"        case {cases}: {{ return grad_{b}[at]; }}")
+        lines.append(f"        case {cases}: {{ return {_f32(f'grad_{b}[at]', element)}; }}")
     lines += ["    }", "}"]
     regions = {name: f"arena_{b}[{r}u * params.region_stride + at]"
                for r, (name, b) in enumerate(zip(("param", *states), region_binding))}
-    body = [f"    var {name} = {element};" for name, element in regions.items()]
+    body = [f"    var {name} = {_f32(at, element)};" for name, at in regions.items()]
     body += [f"    var {s}: f32 = 0.0;   // not kept: this optimizer's settings leave it out"
              for s in update.states if s not in states]
     arguments = {"param": "&param", "grad": "grad"}
@@ -94,7 +108,7 @@ def _optim_source(update, states, region_binding, binding_of):
     arguments.update({name: f"params.{name}" for name in _floats(update)})
     arguments.update({name: f"(params.flags & {1 << bit}u) != 0u" for bit, name in enumerate(_flags(update))})
     body.append(f"    {update.kind}({', '.join(arguments[p] for p in parameters)});")
-    body += [f"    {element} = {name};" for name, element in regions.items()]
+    body += [f"    {at} = {_stored(name, element)};" for name, at in regions.items()]
     return fill("optim", optim_params(update, len(binding_of)), bindings="\n".join(lines), body="\n".join(body))
 
 
@@ -105,18 +119,23 @@ def _segment_loops(binding_of, statement):
                      f"{statement(f'grad_{b}[params_offsets({s}u) + j]')} }}" for s, b in enumerate(binding_of))
 
 
-def _norm_source(binding_of):
-    bindings = _grad_bindings(binding_of, 1, "read")
+def _norm_source(binding_of, element):
+    """The norm's kernel over gradients of WGSL element type `element`; its partials are f32."""
+    bindings = _grad_bindings(binding_of, 1, "read", element)
     bindings.append(f"@group(0) @binding({max(binding_of) + 2}) var<storage, read_write> out: array<f32>;")
     return fill("grad_norm", norm_params(len(binding_of)), includes=("workgroup",), bindings="\n".join(bindings),
-                segments=_segment_loops(binding_of, lambda x: f"acc = merge(acc, term({x}), 0u);"))
+                segments=_segment_loops(binding_of, lambda x: f"acc = merge(acc, term({_f32(x, element)}), 0u);"))
 
 
-def _scale_source(binding_of):
-    bindings = _grad_bindings(binding_of, 1, "read_write")
-    bindings.append(f"@group(0) @binding({max(binding_of) + 2}) var<storage, read> total: array<f32>;")
+def _scale_source(binding_of, element):
+    """The scaling's kernel over gradients, and a total norm, of WGSL element type `element`."""
+    bindings = _grad_bindings(binding_of, 1, "read_write", element)
+    bindings.append(f"@group(0) @binding({max(binding_of) + 2}) var<storage, read> total: array<{element}>;")
+
+    def scaled(x):
+        return f"{x} = {_stored(_f32(x, element) + ' * coef', element)};"
     return fill("grad_scale", scale_params(len(binding_of)), bindings="\n".join(bindings),
-                segments=_segment_loops(binding_of, lambda x: f"{x} = {x} * coef;"))
+                segments=_segment_loops(binding_of, scaled))
 
 
 def _binding(storages, storage):
@@ -143,11 +162,15 @@ def _chunks(views, bindings, words):
         yield run, storages, tuple(binding_of)
 
 
-def _check_float32(what, view):
-    if view.dtype.name != "float32":
-        raise TypeError(f"webgpu: {what} must be float32 tensors; one is {view.dtype.name}")
-    if not view.is_contiguous():
+def _element(what, views):
+    """The WGSL element type of views, all float32 or all float16 and contiguous."""
+    found = {v.dtype for v in views}
+    if len(found) != 1 or not found <= {dtypes.float32, dtypes.float16}:
+        raise TypeError(f"webgpu: {what} must be float32 or float16 tensors, all of one dtype; they are "
+                        f"{', '.join(sorted(d.name for d in found))}")
+    if not all(v.is_contiguous() for v in views):
         raise ValueError(f"webgpu: {what} must be contiguous")
+    return found.pop().stored
 
 
 class OptimKernels:
@@ -162,13 +185,11 @@ class OptimKernels:
         arenas = []
         region_binding = tuple(_binding(arenas, region.storage) for region in regions)
         stride = regions[1].offset if len(regions) > 1 and len(arenas) == 1 else 0
+        element = _element("the optimizer's parameters, state and gradients", [*regions, *(g for _, g in segments)])
         for r, region in enumerate(regions):
-            _check_float32("the optimizer's parameters and state", region)
             if region.offset != r * stride:
                 raise ValueError("webgpu: an optimizer's regions lie one after another in one buffer from its "
                                  "start, or each at the start of its own")
-        for _, grad in segments:
-            _check_float32("the optimizer's gradients", grad)
         unknown = set(states) - set(update.states)
         if unknown:
             raise ValueError(f"{update.kind} keeps no state {sorted(unknown)}")
@@ -176,8 +197,9 @@ class OptimKernels:
         record = []
         for run, storages, binding_of in _chunks([g for _, g in segments], self._free_bindings(len(arenas)), words):
             params = optim_params(update, len(run))
-            pipeline = self.runtime.pipeline(("optim", update.kind, update, states, region_binding, binding_of),
-                                             lambda b=binding_of: _optim_source(update, states, region_binding, b),
+            key = ("optim", update.kind, update, states, region_binding, binding_of, element)
+            pipeline = self.runtime.pipeline(key, lambda b=binding_of: _optim_source(update, states, region_binding,
+                                                                                     b, element),
                                              bindings=("read_write",) * len(arenas) + ("read",) * len(storages))
             ends, total = [], 0
             for i in run:
@@ -196,14 +218,14 @@ class OptimKernels:
     def grad_norm_partials(self, grads, norm_type):
         """Backend.grad_norm_partials: a dispatch per run of gradients, each workgroup one partial."""
         order = NORM_ORDERS.get(norm_type, 4)
-        for grad in grads:
-            _check_float32("the gradients to clip", grad)
+        element = _element("the gradients to clip", grads)
         runs = list(_chunks(grads, self._free_bindings(1), (PARAMS_WORDS - 3) // 2))
         counts = [self._norm_groups(max(grads[i].numel() for i in run)) for run, _, _ in runs]
-        out = self.empty(sum(counts), grads[0].dtype)
+        out = self.empty(sum(counts), dtypes.float32)
         at = 0
         for (run, storages, binding_of), count in zip(runs, counts):
-            pipeline = self.runtime.pipeline(("grad_norm", binding_of), lambda b=binding_of: _norm_source(b),
+            pipeline = self.runtime.pipeline(("grad_norm", binding_of, element),
+                                             lambda b=binding_of: _norm_source(b, element),
                                              bindings=("read",) * len(storages) + ("read_write",))
             words = norm_params(len(run)).pack(order=order, p=norm_type if order == 4 else 0.0, out_offset=at,
                                                sizes=[grads[i].numel() for i in run],
@@ -214,12 +236,12 @@ class OptimKernels:
 
     def scale_grads(self, grads, max_norm, total):
         """Backend.scale_grads: a dispatch per run of gradients."""
-        for grad in grads:
-            _check_float32("the gradients to clip", grad)
+        element = _element("the gradients to clip and their total norm", [*grads, total])
         for run, storages, binding_of in _chunks(grads, self._free_bindings(1), (PARAMS_WORDS - 2) // 2):
             if any(s is total.storage for s in storages):
                 raise ValueError("webgpu: clipping's total norm cannot share a buffer with the gradients it scales")
-            pipeline = self.runtime.pipeline(("grad_scale", binding_of), lambda b=binding_of: _scale_source(b),
+            pipeline = self.runtime.pipeline(("grad_scale", binding_of, element),
+                                             lambda b=binding_of: _scale_source(b, element),
                                              bindings=("read_write",) * len(storages) + ("read",))
             words = scale_params(len(run)).pack(max_norm=max_norm, total_offset=total.offset,
                                                 sizes=[grads[i].numel() for i in run],

@@ -34,7 +34,7 @@ REDUCE_PARAMS = ParamBlock(
 
 class ReduceKernels:
     def reduce(self, op, x, dims, out_dtype):
-        check_gpu_dtype(x.dtype, "reducing")
+        check_gpu_dtype(x.dtype, "reducing", float16=True)
         check_not_uint8(out_dtype, op.name)
         kept = tuple(d for d in range(x.ndim) if d not in dims)
         n_out = math.prod(x.shape[d] for d in kept)
@@ -97,7 +97,7 @@ def _reduce_source(op, in_dtype, out_dtype, picked):
     else:
         picked_binding, index = "", "let j = k;"
     return fill("reduce", REDUCE_PARAMS, includes=("workgroup",), threads=str(REDUCE_THREADS), compute=compute,
-                out_type=out_dtype.wgsl, in_type=in_dtype.wgsl, load=f"T({load})", lowest=LOWEST[compute],
+                out_type=out_dtype.stored, in_type=in_dtype.stored, load=f"T({load})", lowest=LOWEST[compute],
                 highest=HIGHEST[compute], identity=op.identity, combine=op.combine,
-                result="i32(r.index)" if op.arg else f"{out_dtype.wgsl}(r.value)",
+                result="i32(r.index)" if op.arg else f"{out_dtype.stored}(r.value)",
                 picked_binding=picked_binding, index=index)
