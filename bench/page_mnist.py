@@ -16,6 +16,8 @@ Both sides train on a pool of 4 random batches of MNIST's shape made on the devi
 3 warm-up steps, then one synced step sizes a run of about --seconds, which ends with a readback
 of the loss, so queued GPU work is counted. Nothing may load from beyond localhost.
 Usage: python bench/page_mnist.py [--models mlp,cnn,gpt] [--seconds 5] [--browser PATH] [--no-native]
+On the lent GPU, where web/node_modules is not: build the site and --make-peer-site here, carry
+both, and pass --site and --peer-site there.
 """
 import argparse
 import contextlib
@@ -174,13 +176,19 @@ def main():
     parser.add_argument("--seconds", type=float, default=5.0, help="time each measurement for about this long")
     parser.add_argument("--browser", default=CHROMIUM, help="the Chromium to launch (default: Debian's)")
     parser.add_argument("--no-native", action="store_true", help="skip native webgrad (no wgpu-py here)")
+    parser.add_argument("--site", help="a site built beforehand (web/build.py), where web/node_modules is missing")
+    parser.add_argument("--peer-site", help="peer_site()'s folder made beforehand (--make-peer-site)")
+    parser.add_argument("--make-peer-site", metavar="FOLDER", help="only copy the peer's files into FOLDER")
     args = parser.parse_args()
     models = args.models.split(",")
     peer_models = [m for m in models if m != "gpt"]
 
-    site = web_module("build").build(tempfile.mkdtemp(prefix="webgrad-site-"))
+    if args.make_peer_site:
+        shutil.copytree(peer_site(), args.make_peer_site, dirs_exist_ok=True)
+        return
+    site = args.site or web_module("build").build(tempfile.mkdtemp(prefix="webgrad-site-"))
     site_server, site_url = serve_in_thread(site)
-    peer_server, peer_url = serve_in_thread(peer_site())
+    peer_server, peer_url = serve_in_thread(args.peer_site or peer_site())
     leaks = []
     try:
         with sync_playwright() as p:
