@@ -4,6 +4,7 @@ Views (reshape, permute, expand, slicing) share storage and change only the layo
 both devices read any layout, so a view costs no copy. Ops live in webgrad.ops; the methods here
 only forward to them, with PyTorch's names.
 """
+import functools
 import math
 import weakref
 
@@ -22,7 +23,8 @@ class Tensor:
             storage, shape, dtype, device, strides, offset = _construct(storage, shape, dtype, device, strides, offset)
         self._storage = storage
         self.shape = shape if type(shape) is Size else Size(shape)
-        self._strides = contiguous_strides(self.shape) if strides is None else tuple(strides)
+        self._strides = (_contiguous(self.shape) if strides is None
+                         else strides if type(strides) is tuple else tuple(strides))
         self._offset = offset or 0
         self.dtype = dtype
         self.device = device
@@ -57,9 +59,9 @@ class Tensor:
         return self._strides if dim is None else self._strides[_wrap_dim(dim, self.ndim)]
 
     def is_contiguous(self):
-        if self._strides == contiguous_strides(self.shape):
+        if self._strides == _contiguous(self.shape):
             return True
-        return all(st == c for size, st, c in zip(self.shape, self._strides, contiguous_strides(self.shape))
+        return all(st == c for size, st, c in zip(self.shape, self._strides, _contiguous(self.shape))
                    if size != 1)
 
     def element_size(self):
@@ -106,7 +108,7 @@ class Tensor:
 
     @property
     def grad_fn(self):
-        if self._base is not None and self._base._ctx is not self._base_node:   # a stale view's: anew
+        if _autograd.is_stale_view(self):   # a stale view's: anew
             _autograd._refresh_view(self)
         return self._ctx
 
@@ -347,6 +349,10 @@ def _construct(*args):
         raise TypeError(f"Tensor(): expected data (a sequence) or sizes (ints), got {tuple(given)}")
     t = zeros(given or [0], device=device)
     return t._storage, t.shape, t.dtype, t.device, t._strides, t._offset
+
+
+# contiguous_strides, worked out once per shape (of the last 4096): every new tensor asks for it
+_contiguous = functools.lru_cache(maxsize=4096)(contiguous_strides)
 
 
 def _wrap_dim(dim, ndim):

@@ -190,16 +190,14 @@ class Function:
     # A Function whose output is a scalar may take backward()'s implicit gradient, 1, as grad=None
     # and fold it into its kernel: that saves filling a ones tensor (a dispatch) in every step.
     takes_unit_grad = False
-
-    def __init__(self, inputs):
-        self.inputs = inputs          # positional args of forward: Tensors and plain values
-        self.freed = False
+    freed = False   # set by release()
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        # The hot path of every op: no context manager, no import, no generator here.
+        # The hot path of every op: no context manager, no import, no generator, no __init__ here.
         global _grad_enabled
-        ctx = cls(args)
+        ctx = object.__new__(cls)
+        ctx.inputs = args   # positional args of forward: Tensors and plain values
         recording, _grad_enabled = _grad_enabled, False
         try:
             out = ctx.forward(*args, **kwargs)
@@ -209,14 +207,21 @@ class Function:
             _check_anomaly(ctx, [out], backward=False)
         if recording:
             Tensor = _tensor.Tensor
-            tensors = [a for a in args if isinstance(a, Tensor)]
-            for t in tensors:
-                if t._base is not None and t._base._ctx is not t._base_node:
-                    _refresh_view(t)
-            if any(t.requires_grad for t in tensors):
-                ctx.edges = [(t._ctx or t) if t.requires_grad else None for t in tensors]
-                ctx.versions = {id(t._storage): _versions.get(id(t._storage), 0) for t in tensors}
-                ctx.versions[id(out._storage)] = _versions.get(id(out._storage), 0)
+            tensors, needs_grad = [], False
+            for a in args:
+                if isinstance(a, Tensor):
+                    tensors.append(a)
+                    if a._base is not None and is_stale_view(a):   # (most are not views: no call)
+                        _refresh_view(a)   # (which may make it require grad)
+                    needs_grad = needs_grad or a.requires_grad
+            if needs_grad:
+                edges, versions = ctx.edges, ctx.versions = [], {}
+                for t in tensors:
+                    edges.append((t._ctx or t) if t.requires_grad else None)
+                    key = id(t._storage)
+                    versions[key] = _versions.get(key, 0)
+                key = id(out._storage)
+                versions[key] = _versions.get(key, 0)
                 # The graph's node is a new Tensor object: ctx may keep `out` for its backward, and
                 # ctx -> out -> ctx would be a reference cycle, its GPU buffers held until Python's
                 # garbage collector happens to run.
@@ -236,6 +241,25 @@ class Function:
     def release(self):
         """Drop what forward kept for backward (the graph is freed after a backward)."""
         self.__dict__ = {"inputs": self.inputs, "edges": self.edges, "freed": True}
+
+
+def records(args):
+    """Whether Function.apply over args does more than run forward: records a node (grad mode on, a
+    Tensor argument requiring grad or a stale view's grad_fn to renew) or checks the output
+    (detect_anomaly). An op whose call needs neither may run its forward bare, without a node."""
+    if _anomaly:
+        return True
+    if _grad_enabled:
+        Tensor = _tensor.Tensor
+        for a in args:
+            if isinstance(a, Tensor) and (a.requires_grad or a._base is not None and is_stale_view(a)):
+                return True
+    return False
+
+
+def is_stale_view(t):
+    """A view whose base was written in place since the view's grad_fn was made."""
+    return t._base is not None and t._base._ctx is not t._base_node
 
 
 def _refresh_view(t):

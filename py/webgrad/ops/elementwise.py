@@ -10,9 +10,9 @@ import numbers
 
 from ..amp import autocast_op
 from .. import dtypes
-from ..autograd import Function
+from ..autograd import Function, records
 from ..backends import get_backend
-from ..backends.base import Elementwise, wgsl_is_nan as _nan
+from ..backends.base import Elementwise, contiguous_strides, wgsl_is_nan as _nan
 from .._tensor import Size, Tensor, tensor_method
 
 
@@ -129,10 +129,8 @@ def _tie_split(g, a, b):
 # ---- applying an op ----
 class Map(Function):
     def forward(self, op, plan, *args):
-        storage = get_backend(plan.device).map(op, [a._view if isinstance(a, Tensor) else a for a in args],
-                                                plan.shape, plan.compute, plan.out_dtype)
         self.op, self.args = op, args
-        self.out = Tensor(storage, plan.shape, plan.out_dtype, plan.device)
+        self.out = plan.run(op, args)
         return self.out
 
     def backward(self, grad):
@@ -151,7 +149,13 @@ def _map(op, *args):
     """Promote dtypes, check devices, broadcast shapes, then run op elementwise."""
     # All of that follows from the operands' shapes, dtypes, devices and scalar types, not their
     # values: it is worked out once per such signature (a _Plan) and reused by every later call.
-    key = (op, *[(a.shape, a.dtype, a.device) if isinstance(a, Tensor) else type(a) for a in args])
+    key = [op]   # flat: a tensor's shape, dtype and device, a scalar's type (each kind its own types)
+    for a in args:
+        if isinstance(a, Tensor):
+            key += (a.shape, a.dtype, a.device)
+        else:
+            key.append(type(a))
+    key = tuple(key)
     plan = _plans.get(key)
     if plan is None:
         plan = _Plan(op, args)
@@ -160,16 +164,15 @@ def _map(op, *args):
         _plans[key] = plan
     if plan.convert:
         args = plan.converted(op, args)
-    out = Map.apply(op, plan, *args)
-    if not plan.floating:
-        out.requires_grad = False
-        out._ctx = None
-    return out
+    # A node only where a gradient can flow (a floating result) and the call records one.
+    if plan.floating and records(args):
+        return Map.apply(op, plan, *args)
+    return plan.run(op, args)
 
 
 class _Plan:
     """_map's checks, dtype promotion and broadcasting for one signature of operands."""
-    __slots__ = ("compute", "out_dtype", "floating", "shape", "device", "convert")
+    __slots__ = ("compute", "out_dtype", "floating", "shape", "strides", "device", "convert")
 
     def __init__(self, op, args):
         from .movement import broadcast_shapes
@@ -188,12 +191,19 @@ class _Plan:
         self.out_dtype = dtypes.as_dtype(op.out) if op.out else self.compute
         self.floating = self.out_dtype.is_floating_point
         self.shape = Size(broadcast_shapes(*[t.shape for t in tensors]))
+        self.strides = contiguous_strides(self.shape)   # the result's
         self.device = tensors[0].device
         # whether converted() changes any operand of this signature
         self.convert = any(
             a.shape != self.shape or (kind == _BOOL and a.dtype is not dtypes.bool_) if isinstance(a, Tensor)
             else not isinstance(a, (bool, int, float)) or (type(a) is int and not self.compute.is_floating_point)
             for a, kind in zip(args, kinds))
+
+    def run(self, op, args):
+        """The kernel over args (as converted() gives them): the result, a new Tensor."""
+        storage = get_backend(self.device).map(op, [a._view if isinstance(a, Tensor) else a for a in args],
+                                               self.shape, self.compute, self.out_dtype)
+        return Tensor(storage, self.shape, self.out_dtype, self.device, self.strides)
 
     def converted(self, op, args):
         """The operands as the kernel takes them: Python scalars, wrapped to int32 for an integer

@@ -50,15 +50,18 @@ class MapKernels:
     def map(self, op, args, shape, compute, out_dtype, out=None):
         # All but the offsets and scalar operands follows from this key: a repeated op (the common
         # case) reuses its _MapKernel instead of working out its kernel and words again.
-        key = [op, shape, compute, out_dtype, None if out is None else out.strides]
-        storages = [None if out is None else out.storage]
-        offsets = [0 if out is None else out.offset]
+        if out is None:
+            key, storages, offsets = [op, shape, compute, out_dtype, None], [None], [0]
+        else:
+            key, storages, offsets = [op, shape, compute, out_dtype, out.strides], [out.storage], [out.offset]
         scalars = []
         for a in args:
             if isinstance(a, View):
-                key += (a.dtype, a.strides)
-                storages.append(a.storage)
-                offsets.append(a.offset)
+                storage, _, strides, offset, dtype = a
+                key.append(dtype)
+                key.append(strides)
+                storages.append(storage)
+                offsets.append(offset)
             else:
                 key.append(None)
                 scalars.append(word(a, compute))
