@@ -7,7 +7,10 @@
    cross-entropy, backward and the optimizer. Four ways: webgrad eager; webgrad replayed by wg.jit;
    the same model in PyTorch (written as nanoGPT does, F.scaled_dot_product_attention, holding
    webgrad's initial weights: the first losses are printed side by side) eager with fused AdamW;
-   and that step captured once as a CUDA graph and replayed (CUDA only, else "n/a").
+   and that step captured once as a CUDA graph and replayed (CUDA only, else "n/a"). With --amp,
+   two more: webgrad's forward under wg.autocast (float16) and scaler.scale(loss).backward()
+   replayed by wg.jit, then GradScaler.step and update eagerly (step reads the overflow check,
+   which a recording cannot), next to PyTorch eager under torch.autocast float16 with its GradScaler.
    Tokens/s, the best of --rounds rounds taken in turn; ratio = webgrad / PyTorch (above 1: faster).
 2. Causal attention at those models' shapes (B, H, T, head): webgrad's fused
    F.scaled_dot_product_attention next to torch's, ms per forward and per forward + backward; the
@@ -87,6 +90,41 @@ def webgrad_step(model, opt, data, offsets, jit, clip=0.0):
     return lambda i: run(offsets[i % offsets.shape[0]])
 
 
+def webgrad_amp_step(model, opt, data, offsets):
+    """step(i) as webgrad_step's jitted one, in mixed precision: the forward and the scaled backward
+    replayed, the scaler's step (one read) and update after it."""
+    scaler = wg.amp.GradScaler("webgpu")
+
+    def forward_backward(off):
+        opt.zero_grad()
+        with wg.autocast("webgpu", dtype=wg.float16):
+            loss = webgrad_loss(model, data, off)
+        scaler.scale(loss).backward()
+        return loss
+    run = wg.jit(forward_backward)
+
+    def step(i):
+        loss = run(offsets[i % offsets.shape[0]])
+        scaler.step(opt)
+        scaler.update()
+        return loss
+    return step
+
+
+def torch_amp_step(model, opt, data, offsets):
+    scaler = torch.amp.GradScaler(TORCH_DEVICE)
+
+    def step(i):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(TORCH_DEVICE, dtype=torch.float16):
+            loss = torch_loss(model, data, offsets[i % offsets.shape[0]])
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss
+    return step
+
+
 def webgrad_loss(model, data, off):
     windows = data[off.unsqueeze(1) + wg.arange(model.config.block_size + 1, device="webgpu")]
     return model(windows[:, :-1], windows[:, 1:])[1]
@@ -122,7 +160,7 @@ def tokens_per_second(step, tokens, seconds):
     return steps * tokens / (time.perf_counter() - start)
 
 
-def training_table(configs, rounds, seconds):
+def training_table(configs, rounds, seconds, amp=False):
     print(f"training steps: tokens/s, best of {rounds} rounds taken in turn; ratio = webgrad / PyTorch")
     rng = np.random.default_rng(0)
     for name, (n_layer, n_head, n_embd, block, batch) in configs.items():
@@ -141,6 +179,10 @@ def training_table(configs, rounds, seconds):
         if TORCH_DEVICE == "cuda":
             graph_model, graph_opt = torch_model(jit_model, capturable=True)
             steps["CUDA graph"] = cuda_graph_step(lambda off: torch_loss(graph_model, tdata, off), graph_opt, toffsets)
+        if amp:
+            amp_model, amp_opt = webgrad_model(config)
+            steps["webgrad jit amp"] = webgrad_amp_step(amp_model, amp_opt, data, offsets)
+            steps["torch eager amp"] = torch_amp_step(*torch_model(amp_model), tdata, toffsets)
         losses = steps["webgrad eager"](0).item(), steps["torch eager"](0).item()   # both from the start
         params = model.get_num_params()
         print(f"{name}: {n_layer} layers, {n_head} heads, {n_embd} wide, block {block}, batch {batch}: "
@@ -156,6 +198,11 @@ def training_table(configs, rounds, seconds):
         for key in ("webgrad eager", "webgrad jit"):
             print(f"  {key:19s}{best[key]:12,.0f} tok/s   / PyTorch eager {best[key] / best['torch eager']:6.3f}"
                   f"   / CUDA graph " + (f"{best[key] / graph:6.3f}" if graph else "n/a"), flush=True)
+        if amp:
+            ours, theirs = best["webgrad jit amp"], best["torch eager amp"]
+            print(f"  autocast float16 + GradScaler: PyTorch {TORCH_DEVICE} eager {theirs:12,.0f} tok/s, webgrad jit "
+                  f"{ours:12,.0f} tok/s ({ours / theirs:6.3f}; {ours / best['webgrad jit']:5.2f}x its float32)",
+                  flush=True)
 
 
 # ---- 2: attention ----
@@ -269,6 +316,7 @@ def main(argv=None):
     parser.add_argument("--seconds", type=float, default=None, help="time each measurement for about this long "
                         "(default 3; --small 0.5)")
     parser.add_argument("--no-attention", action="store_true", help="skip the attention table")
+    parser.add_argument("--amp", action="store_true", help="also train under autocast float16 + GradScaler")
     parser.add_argument("--learn", action="store_true", help="train on Shakespeare in both instead (see above)")
     parser.add_argument("--steps", type=int, default=None, help="--learn's steps (default 2000; --small 30)")
     parser.add_argument("--eval-batches", type=int, default=None, help="--learn's validation batches (default 20)")
@@ -287,7 +335,7 @@ def main(argv=None):
         return 0
     chosen = {name: configs[name] for name in args.configs.split(",")}
     rounds = args.rounds or (1 if args.small else 3)
-    training_table(chosen, rounds, args.seconds or (0.5 if args.small else 3.0))
+    training_table(chosen, rounds, args.seconds or (0.5 if args.small else 3.0), args.amp)
     if not args.no_attention:
         attention_table([(batch, n_head, block, n_embd // n_head) for n_layer, n_head, n_embd, block, batch
                          in chosen.values()], rounds)

@@ -96,6 +96,71 @@ def test_grad_scaler_unscale_clip_and_misuse(device):
     assert off.scale(loss) is loss and off.get_scale() == 1.0
 
 
+def _amp_mlp():
+    """An MLP (torch's initial weights, from its seed) with AdamW and a GradScaler that
+    halves its scale at an overflow and doubles it after two clean steps."""
+    torch_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    model = wg.nn.Sequential(wg.nn.Linear(8, 16), wg.nn.ReLU(), wg.nn.Linear(16, 4)).to("webgpu")
+    model.load_state_dict({k: wg.tensor(v.numpy()) for k, v in torch_model.state_dict().items()})
+    return model, wg.optim.AdamW(model.parameters(), lr=0.01), wg.amp.GradScaler("webgpu", init_scale=2.0**8,
+                                                                                 growth_interval=2)
+
+
+def test_jitted_amp_steps_match_eager():
+    """The program the GradScaler.step error asks for: autocast forward and scaled backward under
+    wg.jit, scaler.step and update after the call. Losses, scales and weights are the eager run's
+    bit for bit, over steps that include an overflow (an inf in the data: that step is skipped)."""
+    batches = [randn(16, 8) for _ in range(7)]
+    batches[3][2, 5] = np.inf
+    labels = wg.tensor((batches[0] @ randn(8, 4)).argmax(1), device="webgpu")
+    runs = {}
+    for jitted in (False, True):
+        torch.manual_seed(0)
+        model, opt, scaler = _amp_mlp()
+
+        def forward_backward(x):
+            opt.zero_grad()
+            with wg.autocast("webgpu"):
+                loss = wg.nn.functional.cross_entropy(model(x), labels)
+            scaler.scale(loss).backward()
+            return loss
+        run = wg.jit(forward_backward) if jitted else forward_backward
+        trace = []
+        for x in batches:
+            loss = run(wg.tensor(x, device="webgpu"))
+            scaler.step(opt)
+            scaler.update()
+            trace.append((loss.item(), scaler.get_scale(), [p.detach().numpy().copy() for p in model.parameters()]))
+        runs[jitted] = trace
+    for step, ((loss, scale, weights), (jit_loss, jit_scale, jit_weights)) in enumerate(zip(runs[False], runs[True])):
+        assert (jit_loss, jit_scale) == (loss, scale) or step == 3 and np.isnan(loss) and np.isnan(jit_loss), tag(
+            f"step {step}: loss {jit_loss} vs eager {loss}, scale {jit_scale} vs {scale}")
+        for got, expected in zip(jit_weights, weights):
+            np.testing.assert_array_equal(got, expected, err_msg=tag(f"step {step}"))
+    assert [scale for _, scale, _ in runs[True]] == [2.0**8, 2.0**9, 2.0**9, 2.0**8, 2.0**8, 2.0**9, 2.0**9]
+    for before, after in zip(runs[True][2][2], runs[True][3][2]):   # the overflow's step left them
+        np.testing.assert_array_equal(after, before)
+
+
+def test_scaler_step_inside_jit_says_what_to_do():
+    model, opt, scaler = _amp_mlp()
+    x = wg.tensor(randn(4, 8), device="webgpu")
+
+    @wg.jit
+    def whole_step(x):
+        opt.zero_grad()
+        with wg.autocast("webgpu"):
+            loss = model(x).sum()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss
+    whole_step(x)   # the eager warm-up call reads, as eager code may
+    with pytest.raises(RuntimeError, match=r"GradScaler.step\(optimizer\) reads .* jit the forward and "
+                                           r"scaler.scale\(loss\).backward\(\)"):
+        whole_step(x)
+
+
 def test_mlp_trains_as_in_float32(device):
     """autocast + GradScaler with float32 master weights follows float32 training's losses."""
     x = randn(32, 8)

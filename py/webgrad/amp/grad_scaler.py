@@ -2,7 +2,9 @@
 
 It multiplies the loss by a scale, divides the gradients by it before the optimizer step, and
 skips the step where they overflowed. The scale and the count of clean steps live on the device;
-the overflow check is one norm reduction over the gradients, read once, at step().
+the overflow check is one norm reduction over the gradients, read once, at step(). That read keeps
+step() out of wg.jit: jit the forward and scaler.scale(loss).backward(), and call step() and
+update() after the jitted call (step() inside a recording raises saying so).
 """
 from .. import autograd, dtypes
 from .._tensor import Tensor
@@ -113,6 +115,7 @@ class GradScaler:
             self.unscale_(optimizer)
         if not state["found_inf_per_device"]:
             raise AssertionError("No inf checks were recorded for this optimizer.")
+        _check_not_recording(state["found_inf_per_device"])
         result = None
         if not sum(found.item() for found in state["found_inf_per_device"].values()):   # the one read
             result = optimizer.step(*args, **kwargs)
@@ -214,3 +217,13 @@ class GradScaler:
             if self._scale is not None:
                 self._scale.fill_(self._init_scale)
                 self._growth_tracker.fill_(self._init_growth_tracker)
+
+
+def _check_not_recording(devices):
+    """step() reads whether the gradients overflowed, to skip the optimizer's step on the host (its
+    step counts live there); a wg.jit recording cannot read, so say what to write instead."""
+    from ..backends import get_backend
+    if "webgpu" in devices and get_backend("webgpu").runtime._recording is not None:
+        raise RuntimeError("GradScaler.step(optimizer) reads whether the gradients overflowed, which a wg.jit "
+                           "recording cannot: jit the forward and scaler.scale(loss).backward() (returning the "
+                           "loss), then call scaler.step(optimizer) and scaler.update() after the jitted call")
