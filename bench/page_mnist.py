@@ -16,6 +16,7 @@ Both sides train on a pool of 4 random batches of MNIST's shape made on the devi
 3 warm-up steps, then one synced step sizes a run of about --seconds, which ends with a readback
 of the loss, so queued GPU work is counted. Nothing may load from beyond localhost.
 Usage: python bench/page_mnist.py [--models mlp,cnn,gpt] [--seconds 5] [--browser PATH] [--no-native]
+  [--no-peer] [--setup PYTHON] (run in the page before each measurement: a tiling to try, say)
 On the lent GPU, where web/node_modules is not: build the site and --make-peer-site here, carry
 both, and pass --site and --peer-site there.
 """
@@ -78,8 +79,11 @@ def measure(name, jit, pool=4, warmup=3, seconds=5.0, max_steps=200):
         count += 1
         return run(*batches[count % pool])
 
-    for _ in range(warmup):    # compiles the kernels, fills the buffer pool (and records, with jit)
+    start = time.perf_counter()
+    for i in range(warmup):    # compiles the kernels, fills the buffer pool (and records, with jit)
         step().item()
+        if i == 0:
+            first = time.perf_counter() - start   # the first step, with its compiles
     start = time.perf_counter()
     step().item()
     steps = max(2, min(max_steps, round(seconds / (time.perf_counter() - start))))
@@ -88,7 +92,7 @@ def measure(name, jit, pool=4, warmup=3, seconds=5.0, max_steps=200):
         loss = step()
     value = loss.item()        # waits for the GPU
     elapsed = time.perf_counter() - start
-    print("RESULT", json.dumps({"steps": steps, "seconds": elapsed, "loss": value}))
+    print("RESULT", json.dumps({"steps": steps, "seconds": elapsed, "loss": value, "first": first}))
 """
 
 
@@ -104,8 +108,9 @@ def peer_site():
     return folder
 
 
-def webgrad_in_page(browser, url, leaks, models, seconds):
-    """{(model, 'eager' | 'jit'): result} from the page's code panel; and the page's adapter name."""
+def webgrad_in_page(browser, url, leaks, models, seconds, setup=""):
+    """{(model, 'eager' | 'jit'): result} from the page's code panel, each run after the Python in
+    setup (e.g. a tiling to try); and the page's adapter name."""
     context = browser.new_context()
     local_only(context, leaks)
     page = context.new_page()
@@ -116,7 +121,7 @@ def webgrad_in_page(browser, url, leaks, models, seconds):
     results = {}
     for name in models:
         for mode in ("eager", "jit"):
-            page.fill("[data-testid=code]", WEBGRAD_SCRIPT + f"measure({name!r}, {mode == 'jit'}, seconds={seconds})\n")
+            page.fill("[data-testid=code]", WEBGRAD_SCRIPT + setup + f"\nmeasure({name!r}, {mode == 'jit'}, seconds={seconds})\n")
             page.click("[data-testid=run-code]")
             wait_for(page, "() => /RESULT|Error/.test(document.querySelector('[data-testid=output]').textContent)"
                              " || /error/i.test(document.querySelector('[data-testid=status]').textContent)", 600)
@@ -124,7 +129,8 @@ def webgrad_in_page(browser, url, leaks, models, seconds):
             if "RESULT" not in output:
                 raise SystemExit(f"webgrad's {name} ({mode}) failed in the page:\n{output}")
             results[name, mode] = json.loads(output.split("RESULT", 1)[1].splitlines()[0])
-            print(f"  webgrad {name} {mode}: {rate(results[name, mode]):.2f} steps/s", flush=True)
+            print(f"  webgrad {name} {mode}: {rate(results[name, mode]):.2f} steps/s, loss {results[name, mode]['loss']:.4f}"
+                  f" (first step {results[name, mode]['first']:.2f} s, with its compiles)", flush=True)
     context.close()
     return results, adapter
 
@@ -176,12 +182,16 @@ def main():
     parser.add_argument("--seconds", type=float, default=5.0, help="time each measurement for about this long")
     parser.add_argument("--browser", default=CHROMIUM, help="the Chromium to launch (default: Debian's)")
     parser.add_argument("--no-native", action="store_true", help="skip native webgrad (no wgpu-py here)")
+    parser.add_argument("--setup", default="", help="Python run in the page (not natively) before each measurement, "
+                        "e.g. a software tiling to try: 'from webgrad.backends.webgpu.kernels import matmul_tuning as t; "
+                        "t._MATMUL_SOFTWARE = ((0, t.MatmulTiles(8, 8, 4, 4, 16)),)'")
+    parser.add_argument("--no-peer", action="store_true", help="skip TF.js")
     parser.add_argument("--site", help="a site built beforehand (web/build.py), where web/node_modules is missing")
     parser.add_argument("--peer-site", help="peer_site()'s folder made beforehand (--make-peer-site)")
     parser.add_argument("--make-peer-site", metavar="FOLDER", help="only copy the peer's files into FOLDER")
     args = parser.parse_args()
     models = args.models.split(",")
-    peer_models = [m for m in models if m != "gpt"]
+    peer_models = [] if args.no_peer else [m for m in models if m != "gpt"]
 
     if args.make_peer_site:
         shutil.copytree(peer_site(), args.make_peer_site, dirs_exist_ok=True)
@@ -194,7 +204,7 @@ def main():
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=args.browser, args=CHROMIUM_ARGS)
             print(f"Chromium {browser.version}, headless ({args.browser})", flush=True)
-            ours, adapter = webgrad_in_page(browser, site_url, leaks, models, args.seconds)
+            ours, adapter = webgrad_in_page(browser, site_url, leaks, models, args.seconds, args.setup)
             peer = peer_in_page(browser, peer_url, leaks, peer_models, args.seconds) if peer_models else {}
             browser.close()
     finally:   # a blocked request can also surface as a page that never finishes: say so either way

@@ -64,9 +64,9 @@ def profile(name, batch=128, warmup=3):
     driver.submit, driver.read_buffers, driver.sync = timed("submit", submit), timed("wait", read), timed("wait", sync)
     dispatches = []
     dispatch = runtime.dispatch
-    def counting(pipeline, storages, words, groups, refresh=None):
+    def counting(pipeline, storages, words, groups, *args, **kwargs):
         dispatches.append(pipeline)
-        return dispatch(pipeline, storages, words, groups, refresh)
+        return dispatch(pipeline, storages, words, groups, *args, **kwargs)
     runtime.dispatch = counting
     start = time.perf_counter()
     step().item()
@@ -75,11 +75,11 @@ def profile(name, batch=128, warmup=3):
 
     # 3. each dispatch alone
     names = {handle: key for key, handle in runtime._pipelines.items()}
-    def alone(pipeline, storages, words, groups, refresh=None):
+    def alone(pipeline, storages, words, groups, *args, **kwargs):
         runtime.flush()
         driver.sync()
         t = time.perf_counter()
-        dispatch(pipeline, storages, words, groups, refresh)
+        dispatch(pipeline, storages, words, groups, *args, **kwargs)
         runtime.flush()
         driver.sync()
         kernels.append((names.get(pipeline, pipeline), tuple(s.nbytes // 4 for s in storages),
@@ -135,6 +135,7 @@ def report(p):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="mlp,cnn")
+    parser.add_argument("--setup", default="", help="Python run in the page before profiling (as bench/page_mnist.py's)")
     args = parser.parse_args()
     site = web_module("build").build(tempfile.mkdtemp(prefix="webgrad-site-"))
     server, url = serve_in_thread(site)
@@ -147,7 +148,7 @@ def main():
         page.goto(url)
         wait_for(page, "() => !document.querySelector('[data-testid=run-code]').disabled", 120)
         for name in args.models.split(","):
-            page.fill("[data-testid=code]", PROFILE_SCRIPT + f"profile({name!r})\n")
+            page.fill("[data-testid=code]", PROFILE_SCRIPT + args.setup + f"\nprofile({name!r})\n")
             page.click("[data-testid=run-code]")
             wait_for(page, "() => /PROFILE|Error/.test(document.querySelector('[data-testid=output]').textContent)",
                        600)

@@ -164,7 +164,12 @@ def test_tile_choice_fits_the_adapter_for_any_shape():
             # a tile's long side along the output's long side
             rows, cols = tiles.wy * tiles.tm, tiles.wx * tiles.tn
             assert rows == cols or (rows > cols) == (m > n), (m, n, tiles)
-    assert matmul_kernels.matmul_tiles(4096, 4096, 1, True) == matmul_kernels.matmul_tiles(1, 1, 1, True)   # software: one size
+    # software: 8x8 a thread, in WebGPU's default workgroup memory, the short side no longer than it need be
+    for m, n in [(1, 1), (16, 25088), (100352, 32), (33, 40), (64, 196), (128, 784), (4096, 4096), (0, 7)]:
+        tiles = matmul_kernels.matmul_tiles(m, n, 1, True)
+        rows, cols = tiles.wy * tiles.tm, tiles.wx * tiles.tn
+        assert tiles.tm == tiles.tn == 8 and tiles.workgroup_bytes <= 16384, (m, n, tiles)
+        assert min(rows, cols) <= max(16, 2 * min(m, n)) and (rows == cols or (rows > cols) == (m > n)), (m, n, tiles)
 
 
 @pytest.mark.parametrize("tiles", [(16, 16, 8, 8, 8), (16, 16, 4, 4, 16), (8, 8, 4, 4, 16)], ids=str)

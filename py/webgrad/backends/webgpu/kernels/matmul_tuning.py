@@ -57,7 +57,16 @@ class MatmulTiles(collections.namedtuple("MatmulTiles", "wx wy tm tn bk")):
 _MATMUL_BY_SIZE = ((2048 * 2048, MatmulTiles(16, 16, 8, 8, 8)),    # 128 x 128
                    (384 * 1024, MatmulTiles(16, 8, 8, 8, 8)),      # 64 x 128
                    (0, MatmulTiles(8, 8, 4, 4, 16)))               # 32 x 32
-_MATMUL_SOFTWARE = MatmulTiles(8, 8, 4, 4, 16)   # a CPU rasterizer: few workgroups run at once
+# A CPU rasterizer (SwiftShader, lavapipe): few workgroups run at once, each lane's loads are separate
+# and a barrier switches between the workgroup's 4-lane coroutines, so the most multiply-adds per
+# staged read win: 64 x 64 tiles of 8x8 per thread took the page's MLP step from ~14 to ~29 steps/s;
+# 32 x 32 and 16 x 16 tiles, 4x4 per thread, 64 x 128, and workgroups of one subgroup measured
+# slower, BK 4 as fast as 8 and half the compile (bench/NOTES.md, "MNIST in the page against TF.js
+# WebGL"). By the output's short side, so that a conv's 16 or 32 channels do not fill a 64-row tile
+# with zeros: 64, 32 or 16 along it.
+_MATMUL_SOFTWARE = ((33, MatmulTiles(8, 8, 8, 8, 4)),     # 64 x 64
+                    (17, MatmulTiles(16, 4, 8, 8, 8)),    # 32 x 128
+                    (0, MatmulTiles(16, 2, 8, 8, 8)))     # 16 x 128
 
 
 def _oriented(tiles, m, n):
@@ -67,7 +76,7 @@ def _oriented(tiles, m, n):
 
 def matmul_tiles(m, n, batch, is_software, workgroup_limit=16384):
     if is_software:
-        return _MATMUL_SOFTWARE
+        return _oriented(next(tiles for least, tiles in _MATMUL_SOFTWARE if min(m, n) >= least), m, n)
     oriented = ((least, _oriented(tiles, m, n)) for least, tiles in _MATMUL_BY_SIZE)
     fits = (tiles for least, tiles in oriented
             if batch * m * n >= least and tiles.workgroup_bytes <= workgroup_limit
