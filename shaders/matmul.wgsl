@@ -52,17 +52,10 @@ var<workgroup> tile_b: array<array<array<vec4<f32>, ROW_B>, BK>, 2>;
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let m = params.m;
     let n = params.n;
-    var a_at = params.a_offset;
-    var b_at = params.b_offset;
-    var rest = wg.z;
-    for (var d = params.batch_ndim; d > 0u; d--) {
-        let size = params_batch_shape(d - 1u);
-        let idx = rest % size;
-        a_at += idx * params_a_batch_strides(d - 1u);
-        b_at += idx * params_b_batch_strides(d - 1u);
-        rest /= size;
-    }
-    let split = rest;   // what is left of z past the batch indices
+    let start = batch_start(wg.z);   // shaders/matmul_batch.wgsl
+    let a_at = start.x;
+    let b_at = start.y;
+    let split = start.z;
     let k0 = split * params.split_k;
     let k = min(params.k, k0 + params.split_k);   // the loaders read zeros past the split's end
     let row0 = wg.y * BM;

@@ -274,12 +274,13 @@ def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wi
     loaders = (_tile_loader("a", a_form, a_along_k, a_wide, element) + "\n" +
                _tile_loader("b", b_form, not b_along_k, b_wide, element))
     if tiles == MATMUL_SMALL:   # the kernel's variables row and col are what bias_along names
-        return fill("matmul_small", matmul_params(_kind(a_form), _kind(b_form), epilogue), bias=bias, loaders=loaders,
-                    bindings=_bindings(a_wide, b_wide, bias_along, epilogue, element, out), wx=str(wx), wy=str(wy),
+        return fill("matmul_small", matmul_params(_kind(a_form), _kind(b_form), epilogue), ("matmul_batch",),
+                    bias=bias, loaders=loaders, bindings=_bindings(a_wide, b_wide, bias_along, epilogue, element, out),
+                    wx=str(wx), wy=str(wy),
                     epilogue=getattr(epilogue, "function", ""),
                     store=write.format("col", "sum" + (f" + bias_at({bias_along}, split)" if bias_along else "")))
-    return fill("matmul", matmul_params(_kind(a_form), _kind(b_form), epilogue), bias=bias, loaders=loaders,
-                bindings=_bindings(a_wide, b_wide, bias_along, epilogue, element, out),
+    return fill("matmul", matmul_params(_kind(a_form), _kind(b_form), epilogue), ("matmul_batch",), bias=bias,
+                loaders=loaders, bindings=_bindings(a_wide, b_wide, bias_along, epilogue, element, out),
                 wx=str(wx), wy=str(wy), tm=str(tm), tn=str(tn), bk=str(bk), epilogue=getattr(epilogue, "function", ""),
                 declare=block(declare, 4), load_first=block(load("k0"), 4), stage=block(stage, 8),
                 load_next=block(load("t + BK"), 12), multiply=block(multiply, 8), store=block(store, 4))
