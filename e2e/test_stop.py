@@ -41,7 +41,7 @@ def run_for_a_while(page, source):
     run(page, source)
     wait_for(page, f"{STATUS} === 'Running your script…'", 5)
     page.wait_for_timeout(800)
-    assert status(page) == "Running your script…"
+    assert status(page) == "Running your script…", page.text_content("[data-testid=output]")
 
 
 def trains(page, testid="step-count", prefix=""):
