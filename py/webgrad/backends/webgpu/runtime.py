@@ -330,11 +330,12 @@ class Runtime:
             self._queue, self._params, self._gpu_idle = [], bytearray(), False
             if len(self.bind_groups) > self.bind_groups.kept:
                 self._forget_bind_groups()
-        # submitted: later work (and buffer uploads, which the queue orders after it) may reuse these
-        for size, handle in self._released:
+        # submitted: later work (and buffer uploads, which the queue orders after it) may reuse these;
+        # taken before pooling, so an interrupt (the page's Stop) in the loop cannot pool one twice
+        released, self._released, self._released_bytes = self._released, [], 0
+        for size, handle in released:
             self._free[size].append(handle)
             self.pool_bytes += size
-        self._released, self._released_bytes = [], 0
         if self.pool_bytes > self.pool_cap():
             self._trim_pool()
 
