@@ -52,12 +52,12 @@ var<workgroup> tile_b: array<array<array<vec4<f32>, ROW_B>, BK>, 2>;
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let m = params.m;
     let n = params.n;
-    let start = batch_start(wg.z);   // shaders/matmul_batch.wgsl
-    let a_at = start.x;
-    let b_at = start.y;
-    let split = start.z;
-    let k0 = split * params.split_k;
-    let k = min(params.k, k0 + params.split_k);   // the loaders read zeros past the split's end
+    let start = product_start(wg.z);   // shaders/matmul_batch.wgsl
+    let a_at = start.a_at;
+    let b_at = start.b_at;
+    let split = start.split;
+    let k0 = start.k0;
+    let k = start.k;
     let row0 = wg.y * BM;
     let col0 = wg.x * BN;
     let tid = lid.y * WX + lid.x;

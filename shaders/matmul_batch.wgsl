@@ -1,7 +1,9 @@
 // Where a matmul workgroup's product starts (shaders/matmul.wgsl, shaders/matmul_small.wgsl): z
 // walks the batch indices, the last dim fastest, and what is left past them is the piece of a split
-// K. Returns (a's offset, b's offset, the piece).
-fn batch_start(z: u32) -> vec3<u32> {
+// K, which walks K from k0 up to k (the loaders read zeros past the piece's end).
+struct ProductStart { a_at: u32, b_at: u32, split: u32, k0: u32, k: u32 }
+
+fn product_start(z: u32) -> ProductStart {
     var a_at = params.a_offset;
     var b_at = params.b_offset;
     var rest = z;
@@ -12,5 +14,6 @@ fn batch_start(z: u32) -> vec3<u32> {
         b_at += idx * params_b_batch_strides(d - 1u);
         rest /= size;
     }
-    return vec3<u32>(a_at, b_at, rest);
+    let k0 = rest * params.split_k;
+    return ProductStart(a_at, b_at, rest, k0, min(params.k, k0 + params.split_k));
 }
