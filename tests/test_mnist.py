@@ -189,7 +189,14 @@ def test_webgpu_and_cpu_take_the_same_first_steps(model):
     gpu_losses, gpu_state = _first_losses(model, "webgpu", s)
     np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=1e-4, atol=1e-4)
     for name in cpu_state:
-        assert_close(gpu_state[name], cpu_state[name], atol=1e-4, what=f"{name} after 3 steps")
+        gpu, cpu = gpu_state[name].numpy(), cpu_state[name].numpy()
+        # A max-pool window whose two largest inputs differ by rounding alone (or a ReLU input at
+        # zero) routes its gradient one way on one device and the other way on the other: a few
+        # weights then move by a whole gradient term, ~1e-4 here (seed 2109349675: 2 of 4608).
+        # Everything else agrees to 1e-4; the few others to 1e-3.
+        off = np.abs(gpu - cpu) > 1e-4 + 1e-4 * np.abs(cpu)
+        assert off.sum() <= max(2, off.size // 1000), f"{name} after 3 steps: {off.sum()} of {off.size} weights differ"
+        assert_close(gpu_state[name], cpu_state[name], atol=1e-3, what=f"{name} after 3 steps")
 
 
 # ---- save and load ----

@@ -126,6 +126,14 @@ def warm_up(source):
         gc.collect()   # the script's namespace holds itself (its functions' globals): free its buffers now
 
 
+# Stop's interrupt can land while Python is between the worker's calls, in a callback of Pyodide's
+# event loop, where nothing of the user's runs: it is dropped there, not raised as an uncaught error.
+import asyncio
+_loop = asyncio.get_event_loop()
+assert hasattr(_loop, "_keyboard_interrupt_handler"), "this Pyodide's event loop takes no KeyboardInterrupt handler"
+_loop._keyboard_interrupt_handler = lambda: None
+
+
 backend = webgrad.get_backend("webgpu")
 json.dumps({"adapter": backend.info, "isSoftware": backend.is_software})`;
 
