@@ -226,7 +226,10 @@ def test_state_dict_is_torchs_format(device, name):
         for n, value in tstate.items():
             assert isinstance(state[n], wg.Tensor) and state[n].shape == value.shape
             assert state[n].dtype is wg.float32, tag(f"{n} is {state[n].dtype}")
-            np.testing.assert_allclose(state[n].numpy(), value.numpy(), rtol=1e-5, atol=1e-6, err_msg=tag(n))
+            # float32 rounding of a state's terms is of the size of the state's largest values
+            # (centered RMSprop's grad / sqrt(v - mean**2)), not of each element's own
+            scale = max(1.0, float(np.abs(value.numpy()).max()))
+            np.testing.assert_allclose(state[n].numpy(), value.numpy(), rtol=1e-5, atol=1e-6 * scale, err_msg=tag(n))
 
 
 @pytest.mark.parametrize("name", list(RICH))
