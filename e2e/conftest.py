@@ -78,6 +78,17 @@ def wait_for_text(page, testid, pattern, timeout_s, seed):
     assert re.search(pattern, said) and ("rror" not in said or "rror" in pattern), f"seed {seed}: {said}"
 
 
+def steps(page):
+    """The playground's step count."""
+    return int(text(page, "step-count"))
+
+
+def pause(page):
+    """Clicks the playground's Pause and waits until its status says so."""
+    page.click("[data-testid=pause]")
+    wait_for(page, "document.querySelector('[data-testid=status]').textContent === 'Paused'", 10)
+
+
 def save_screenshot(page, name, size=None):
     """The whole page saved as e2e/artifacts/<name>; size: (width, height) to set the viewport to first."""
     if size:

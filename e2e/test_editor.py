@@ -6,11 +6,7 @@ import random
 import re
 
 from e2e.browser import code_text, code_text_js
-from e2e.conftest import ARTIFACTS, wait_for
-
-
-def text(page, testid):
-    return page.text_content(f"[data-testid={testid}]")
+from e2e.conftest import ARTIFACTS, text, wait_for
 
 
 def open_page(page, site_url, settings=""):

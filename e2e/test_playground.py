@@ -3,7 +3,7 @@ import json
 import os
 
 from e2e.browser import code_text, code_text_js
-from e2e.conftest import wait_for
+from e2e.conftest import pause, steps, text, wait_for
 
 
 XOR = "#dataset=xor&noise=0&ratio=50&batch=16&hidden=8,8&activation=tanh&lr=0.03&optimizer=adam&l2=0&seed=1"
@@ -13,19 +13,6 @@ SPIRALS = "#dataset=spirals&noise=0&ratio=50&batch=32&hidden=32,32&activation=re
 # randn is Box-Muller, sqrt(-2 log(1 - u1)): WGSL only bounds log's error near 1 absolutely (2^-21),
 # and the square root turns that into ~1e-4 relative differences between GPUs for small u1.
 PARITY_TOLERANCE = {"randn": 1e-3}
-
-
-def text(page, testid):
-    return page.text_content(f"[data-testid={testid}]")
-
-
-def steps(page):
-    return int(text(page, "step-count"))
-
-
-def pause(page):
-    page.click("[data-testid=pause]")
-    wait_for(page, "document.querySelector('[data-testid=status]').textContent === 'Paused'", 10)
 
 
 def accuracy_at_least(value):

@@ -1,26 +1,17 @@
 """The toy view's TensorFlow-Playground features in the page: input features, per-unit heatmaps and
 weights in the diagram, regression sets, the presets, and the drawing options."""
 from e2e.browser import code_text
-from e2e.conftest import wait_for
-
-
-def text(page, testid):
-    return page.text_content(f"[data-testid={testid}]")
+from e2e.conftest import pause, steps, text, wait_for
 
 
 def number(page, testid):
     return float(text(page, testid))
 
 
-def steps(page):
-    return int(text(page, "step-count"))
-
-
 def play_until(page, condition, timeout_s):
     page.click("[data-testid=train]")
     wait_for(page, condition, timeout_s)
-    page.click("[data-testid=pause]")
-    wait_for(page, "document.querySelector('[data-testid=status]').textContent === 'Paused'", 10)
+    pause(page)
 
 
 def diagram(page):

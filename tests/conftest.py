@@ -323,6 +323,32 @@ def finite_difference_check(fn, *inputs, grad=True, eps=1e-5, atol=FD_ATOL, rtol
                 f"vs numeric {numeric!r}")
 
 
+def dispatched_kernels(monkeypatch):
+    """A list that gets the pipeline of each kernel the webgpu runtime queues from now on (for the
+    rest of the test)."""
+    runtime = wg.get_backend("webgpu").runtime
+    kernels, dispatch = [], runtime.dispatch
+
+    def counted(pipeline, *args, **kwargs):
+        kernels.append(pipeline)
+        return dispatch(pipeline, *args, **kwargs)
+    monkeypatch.setattr(runtime, "dispatch", counted)
+    return kernels
+
+
+def cross_entropy_step(model, opt, calls):
+    """A training step step(x, y) of model under opt with cross_entropy's loss, which appends to calls
+    each time its Python runs (a wg.jit replay runs none)."""
+    def step(x, y):
+        calls.append(1)
+        opt.zero_grad()
+        loss = wg.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
 # ---- runtimes over stand-in drivers (tests/runtime_fakes.py) ----
 @pytest.fixture
 def browser_driver(monkeypatch):

@@ -13,7 +13,7 @@ import webgrad as wg
 from webgrad.backends.webgpu import index_errors
 from webgrad.backends.webgpu.runtime import word_window
 from webgrad.nn import functional as F
-from conftest import integers, randn, rng, tag
+from conftest import dispatched_kernels, integers, randn, rng, tag
 # the runtime over a fake driver, directly and through browser.py: conftest's fake_runtime
 from runtime_fakes import kernel
 
@@ -213,9 +213,7 @@ def driver_reads(monkeypatch):
 
 
 def test_checks_cost_no_read_and_no_dispatch_of_their_own(driver_reads, monkeypatch):
-    runtime = wg.get_backend("webgpu").runtime
-    dispatches, dispatch = [], runtime.dispatch
-    monkeypatch.setattr(runtime, "dispatch", lambda *args, **kw: dispatches.append(args[0]) or dispatch(*args, **kw))
+    dispatches = dispatched_kernels(monkeypatch)
     classes = int(rng().integers(2, 9))
     rows = int(rng().integers(classes + 1, 30))   # x[labels] picks rows
     x = wg.tensor(randn(rows, classes), device="webgpu", requires_grad=True)

@@ -4,8 +4,7 @@ import pytest
 
 import webgrad as wg
 from webgrad import nn
-from webgrad.nn import functional as F
-from conftest import integers, randn, seed
+from conftest import cross_entropy_step, integers, randn, seed
 
 
 def _batches(count, batch=16, features=12, classes=5):
@@ -22,14 +21,7 @@ def _train(batches, make_optimizer, jitted, model_seed, lr_schedule=None, batchn
     model = nn.Sequential(*layers).to("webgpu")
     opt = make_optimizer(model.parameters())
     calls = []
-
-    def step(x, y):
-        calls.append(1)
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = cross_entropy_step(model, opt, calls)
     run = wg.jit(step) if jitted else step
     wg.manual_seed(model_seed + 1)
     losses = []

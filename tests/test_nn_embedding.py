@@ -8,7 +8,7 @@ import torch.nn.functional as TF
 
 import webgrad as wg
 import webgrad.nn.functional as F
-from conftest import assert_close, check_op, integers, randn, rng, tag, to_numpy, wg_tensor
+from conftest import assert_close, check_op, dispatched_kernels, integers, randn, rng, tag, to_numpy, wg_tensor
 
 
 @pytest.mark.parametrize("rows,cols,index_shape", [(10, 3, (5,)), (7, 300, (3, 4)), (50, 16, (2, 3, 70)),
@@ -119,11 +119,10 @@ def test_embedding_module_trains_like_torch(device):
 
 
 def test_embedding_is_one_kernel_each_way(monkeypatch):
-    from test_nn_norm_layers import _count_dispatches
     weight = wg_tensor(randn(70, 20), "webgpu", requires_grad=True)
     index = wg_tensor(integers(3, 300, low=0, high=70), "webgpu")
     g = wg_tensor(randn(3, 300, 20), "webgpu")
-    kernels = _count_dispatches(monkeypatch)
+    kernels = dispatched_kernels(monkeypatch)
     out = F.embedding(index, weight, padding_idx=int(rng().integers(0, 70)))
     assert len(kernels) == 1, tag(f"forward took {len(kernels)} dispatches")
     out.backward(g)

@@ -7,7 +7,7 @@ import torch.nn.functional as TF
 
 import webgrad as wg
 import webgrad.nn.functional as F
-from conftest import assert_close, check_op, randn, tag, to_numpy, uniform, wg_tensor
+from conftest import assert_close, check_op, dispatched_kernels, randn, tag, to_numpy, uniform, wg_tensor
 
 # (input shape, normalized_shape): rows and row lengths that are not multiples of the kernels'
 # 64 threads a row, 32 columns a workgroup or 256 rows a chunk (300 rows take the chunks' reduction)
@@ -95,18 +95,6 @@ def test_norm_modules_against_torch(cls, kwargs, device):
         assert_close(dict(ours.named_parameters())[name].grad, p.grad, what=f"{name} gradient")
 
 
-def _count_dispatches(monkeypatch):
-    runtime = wg.get_backend("webgpu").runtime
-    kernels = []
-    dispatch = runtime.dispatch
-
-    def counted(pipeline, *args, **kwargs):
-        kernels.append(pipeline)
-        return dispatch(pipeline, *args, **kwargs)
-    monkeypatch.setattr(runtime, "dispatch", counted)
-    return kernels
-
-
 @pytest.mark.parametrize("rows,expected", [(40, 2), (700, 3)])
 @pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
 def test_norm_is_fused(op, rows, expected, monkeypatch):
@@ -116,7 +104,7 @@ def test_norm_is_fused(op, rows, expected, monkeypatch):
     w = wg_tensor(randn(48), "webgpu", requires_grad=True)
     args = (w, wg_tensor(randn(48), "webgpu", requires_grad=True)) if op == "layer_norm" else (w,)
     g = wg_tensor(randn(rows, 48), "webgpu")
-    kernels = _count_dispatches(monkeypatch)
+    kernels = dispatched_kernels(monkeypatch)
     out = getattr(F, op)(x, (48,), *args)
     assert len(kernels) == 1, tag(f"forward took {len(kernels)} dispatches")
     out.backward(g)

@@ -12,6 +12,7 @@ import torch
 import webgrad as wg
 from webgrad import nn, optim
 from conftest import assert_close, randn, tag
+from torch_api import raises_like
 
 ATOL = 2e-4   # float32 through a few recurrent steps
 
@@ -174,14 +175,6 @@ def test_dropout_between_layers(device):
         nn.GRU(3, 4, dropout=0.3)
 
 
-def _raises_like_torch(ours_fn, theirs_fn):
-    with pytest.raises(Exception) as expected:
-        theirs_fn()
-    with pytest.raises(type(expected.value)) as got:
-        ours_fn()
-    return str(got.value), str(expected.value)
-
-
 def test_errors_match_torch(device):
     cases = [
         ("LSTM", (3, 4, 2), lambda m, T: m(T(2, 2, 2, 3))),
@@ -217,7 +210,7 @@ def test_errors_match_torch(device):
             m = getattr(torch.nn, kind)(*args, **kwargs)
             return call(m, torch.zeros) if call else m
 
-        got, expected = _raises_like_torch(ours, theirs)
+        got, expected = map(str, raises_like(ours, theirs))
         if kind != "LSTMCell" or call is None:   # torch's message names its C++ lstm_cell()
             assert got == expected, tag(f"{kind}{args}: {got!r} != {expected!r}")
 

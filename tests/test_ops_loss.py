@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import webgrad as wg
-from conftest import assert_close, check_op, integers, randn, rng, tag, to_numpy, wg_tensor
+from conftest import assert_close, check_op, dispatched_kernels, integers, randn, rng, tag, to_numpy, wg_tensor
 from webgrad.ops import loss as L
 
 
@@ -129,10 +129,7 @@ def test_cross_entropy_of_a_batch_is_one_dispatch_each_way(ignore_index, monkeyp
     """A training step's loss on webgpu: the mean (or sum) is taken in the loss's kernel, and
     loss.backward() is the backward kernel alone (no seed of ones, no division by N). Rows labelled
     ignore_index (torch's default -100, or another) are counted out in the same two kernels."""
-    runtime = wg.get_backend("webgpu").runtime
-    kernels = []
-    monkeypatch.setattr(runtime, "dispatch",
-                        lambda *a, queue=runtime.dispatch, **k: kernels.append(a) or queue(*a, **k))
+    kernels = dispatched_kernels(monkeypatch)
     options = {} if ignore_index is None else {"ignore_index": ignore_index}
     for reduction in ("mean", "sum"):
         x = wg.tensor(randn(128, 10), device="webgpu", requires_grad=True)

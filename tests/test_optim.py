@@ -7,8 +7,7 @@ import torch
 
 import webgrad as wg
 from webgrad import nn, optim
-from webgrad.nn import functional as F
-from conftest import randn, seed, tag
+from conftest import cross_entropy_step, randn, seed, tag
 
 # `device` is conftest's fixture: every test runs on cpu and webgpu
 SHAPES = [(7, 5), (5,), (3, 4, 2), (300,)]   # 300: more than one workgroup
@@ -303,14 +302,7 @@ def _train(name, kwargs, jitted, model_seed, schedule):
     opt = getattr(optim, name)(model.parameters(), **kwargs)
     scheduler = schedule(opt)
     calls = []
-
-    def step(x, y):
-        calls.append(1)
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
+    step = cross_entropy_step(model, opt, calls)
     run = wg.jit(step) if jitted else step
     losses = []
     rng = np.random.default_rng(model_seed)

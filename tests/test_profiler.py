@@ -5,6 +5,7 @@ import pytest
 
 import webgrad as wg
 from webgrad import profiler
+from conftest import cross_entropy_step
 
 
 @pytest.fixture(params=["timestamps", "wall"])
@@ -60,15 +61,7 @@ def test_a_replayed_step_is_profiled_whole():
     model = wg.nn.Sequential(wg.nn.Linear(8, 16), wg.nn.Tanh(), wg.nn.Linear(16, 3)).to("webgpu")
     opt = wg.optim.Adam(model.parameters(), lr=0.01)
     x, y = wg.randn(5, 8, device="webgpu"), wg.randint(0, 3, (5,), device="webgpu")
-
-    @wg.jit
-    def step(x, y):
-        opt.zero_grad()
-        loss = wg.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
+    step = wg.jit(cross_entropy_step(model, opt, []))
     for _ in range(3):
         step(x, y)
     runtime = wg.get_backend("webgpu").runtime

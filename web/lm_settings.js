@@ -1,5 +1,6 @@
 // The language-model view's settings: the choices the page offers, their defaults, and the URL
 // hash that carries them, so that a link opens the view as it was. lm.js shows and uses them.
+import { oneOfEach, settingsFromHash, wholeNumber } from './link_settings.js';
 
 // Model sizes, named on the page in words; the two smaller ones suit a software GPU.
 export const SIZES = {
@@ -30,24 +31,20 @@ export function sizeLabel(c) {
   return `${s(c.n_layer, 'layer')}, ${s(c.n_head, 'head')}, width ${c.n_embd}, block ${c.block_size}`;
 }
 
+// What a link may set each setting to (link_settings.js).
+const LINK_READERS = {
+  ...oneOfEach(LM_CHOICES),
+  seed: wholeNumber(0, 99999),
+  temperature: { read: (value) => (validTemperature(Number(value)) ? Number(value) : undefined),
+                 allowed: '0.1 to 2 in steps of 0.1' },
+  prompt: { read: (value) => (value.length <= MAX_PROMPT ? value : undefined), allowed: `at most ${MAX_PROMPT} characters` },
+};
+
 // Settings from a URL hash such as "#view=lm&corpus=shakespeare&size=small"; bad values fall back to
 // defaults, each one pushed to corrections as {key, value, allowed, using} (allowed null: no such setting).
 export function lmFromHash(hash, corrections = []) {
-  const settings = { ...DEFAULTS };
-  for (const [key, value] of new URLSearchParams(hash.replace(/^#/, ''))) {
-    if (LM_CHOICES[key]?.includes(value)) settings[key] = value;
-    else if (key === 'seed' && /^\d{1,5}$/.test(value)) settings.seed = Number(value);
-    else if (key === 'temperature' && validTemperature(Number(value))) settings.temperature = Number(value);
-    else if (key === 'prompt' && value.length <= MAX_PROMPT) settings.prompt = value;
-    else if (key !== 'view') corrections.push({ key, value, allowed: ALLOWED[key] ?? null, using: DEFAULTS[key] ?? 'the default' });
-  }
-  return settings;
+  return settingsFromHash(hash, DEFAULTS, LINK_READERS, corrections);
 }
-
-// What a link may set each setting to, in words (for the settings that are no list of choices).
-const ALLOWED = { ...Object.fromEntries(Object.entries(LM_CHOICES).map(([k, v]) => [k, `one of ${v.join(', ')}`])),
-                  seed: 'a whole number from 0 to 99999', temperature: '0.1 to 2 in steps of 0.1',
-                  prompt: `at most ${MAX_PROMPT} characters` };
 
 const validTemperature = (t) => t >= 0.1 && t <= 2 && Math.abs(t * 10 - Math.round(t * 10)) < 1e-9;
 

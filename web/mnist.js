@@ -2,6 +2,7 @@
 // test digits it gets wrong, draw a digit for it, and download or load its weights. Python and
 // the GPU run in worker.js (web/mnist_view.py); this is the page side, and mnist_draw.js its drawing pad.
 import uPlot from './uplot/uPlot.esm.js';
+import { oneOfEach, settingsFromHash, wholeNumber } from './link_settings.js';
 import { digitImage, drawingPad } from './mnist_draw.js';
 import { $, saveFile, showAge, showBusy, showRunProgress, showStatus, stepAxis, takeFile, trainingStatus } from './ui.js';
 
@@ -22,16 +23,7 @@ const SHOWN_DIGITS = 60;
 // Settings from a URL hash such as "#view=mnist&model=cnn&steps=500"; bad values fall back to defaults,
 // each one pushed to corrections as {key, value, allowed, using} (allowed null: no such setting).
 export function mnistFromHash(hash, corrections = []) {
-  const settings = { ...DEFAULTS };
-  for (const [key, value] of new URLSearchParams(hash.replace(/^#/, ''))) {
-    if (MNIST_CHOICES[key]?.includes(value)) settings[key] = value;
-    else if (key === 'seed' && /^\d{1,5}$/.test(value)) settings.seed = Number(value);
-    else if (key !== 'view') {
-      const allowed = MNIST_CHOICES[key] ? `one of ${MNIST_CHOICES[key].join(', ')}` : key === 'seed' ? 'a whole number from 0 to 99999' : null;
-      corrections.push({ key, value, allowed, using: DEFAULTS[key] ?? 'the default' });
-    }
-  }
-  return settings;
+  return settingsFromHash(hash, DEFAULTS, { ...oneOfEach(MNIST_CHOICES), seed: wholeNumber(0, 99999) }, corrections);
 }
 
 export function mnistToHash(settings) {

@@ -1,6 +1,7 @@
 // The playground's settings: their choices and defaults, the URL hash that carries them, the
 // Python training script they make (the code panel shows it; Play runs its train_step()), and the
 // settings read back from that script once the user has edited it.
+import { oneOfEach, settingsFromHash, wholeNumber } from './link_settings.js';
 
 export const REGRESSION_SETS = ['plane', 'multigauss'];   // webgrad.data.toy's REGRESSION_DATASETS
 export const CHOICES = {
@@ -38,43 +39,35 @@ export const PRESETS = {
 const POINTS = 400;
 const RANGES = { noise: [0, 50], ratio: [10, 90], batch: [1, 64], seed: [0, 99999], testdata: [0, 1], discretize: [0, 1] };
 
+// The entries of a list such as "8, 8" or "x1,x2": trimmed, the empty ones dropped.
+const entries = (text) => text.split(',').map((s) => s.trim()).filter((s) => s !== '');
+
 // Hidden layer widths from "8, 8": 0 to 6 layers of 1 to 64 units; null when malformed.
 export function parseHidden(text) {
-  const parts = text.split(',').map((s) => s.trim()).filter((s) => s !== '');
-  const widths = parts.map(Number);
+  const widths = entries(text).map(Number);
   const ok = widths.length <= 6 && widths.every((w) => Number.isInteger(w) && w >= 1 && w <= 64);
   return ok ? widths : null;
 }
 
 // Input features from "x1,x2,sinx1": one or more names of FEATURES, in FEATURES' order; null when malformed.
 export function parseFeatures(text) {
-  const names = text.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  const names = entries(text);
   const ok = names.length > 0 && names.every((n) => n in FEATURES) && new Set(names).size === names.length;
   return ok ? Object.keys(FEATURES).filter((n) => names.includes(n)) : null;
 }
 
+// What a link may set each setting to (link_settings.js).
+const LINK_READERS = {
+  ...oneOfEach(CHOICES),
+  ...Object.fromEntries(Object.entries(RANGES).map(([key, [low, high]]) => [key, wholeNumber(low, high)])),
+  hidden: { read: (value) => parseHidden(value)?.join(','), allowed: 'up to 6 layers of 1 to 64 units, such as 8,8' },
+  features: { read: (value) => parseFeatures(value)?.join(','), allowed: `some of ${Object.keys(FEATURES).join(', ')}` },
+};
+
 // Settings from a URL hash such as "#dataset=xor&hidden=4,4"; unknown or bad values fall back to
 // defaults, each one pushed to corrections as {key, value, allowed, using} (allowed null: no such setting).
 export function fromHash(hash, corrections = []) {
-  const params = new URLSearchParams(hash.replace(/^#/, ''));
-  const config = { ...DEFAULTS };
-  for (const [key, value] of params) {
-    if (CHOICES[key]?.includes(value)) {
-      config[key] = value;
-    } else if (RANGES[key] && Number.isInteger(Number(value)) && Number(value) >= RANGES[key][0] && Number(value) <= RANGES[key][1]) {
-      config[key] = Number(value);
-    } else if (key === 'hidden' && parseHidden(value)) {
-      config.hidden = parseHidden(value).join(',');
-    } else if (key === 'features' && parseFeatures(value)) {
-      config.features = parseFeatures(value).join(',');
-    } else if (key !== 'view') {
-      const allowed = CHOICES[key] ? `one of ${CHOICES[key].join(', ')}` : RANGES[key] ? `a whole number from ${RANGES[key].join(' to ')}`
-        : key === 'hidden' ? 'up to 6 layers of 1 to 64 units, such as 8,8'
-        : key === 'features' ? `some of ${Object.keys(FEATURES).join(', ')}` : null;
-      corrections.push({ key, value, allowed, using: DEFAULTS[key] });
-    }
-  }
-  return config;
+  return settingsFromHash(hash, DEFAULTS, LINK_READERS, corrections);
 }
 
 export function toHash(config) {

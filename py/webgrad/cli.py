@@ -119,21 +119,26 @@ def train_mnist(model="mlp", device=None, epochs=3, batch_size=64, lr=2e-3, opti
     return acc, net
 
 
-def mnist_progress_bar(epoch, epochs, step, steps, loss, rate, width=30):
+def _bar(step, steps, before, after, width=30):
+    """One line on stderr, written over at each call: before, a bar of the steps done, after; a
+    newline once the last step is done."""
     done = step * width // steps
-    sys.stderr.write(f"\repoch {epoch}/{epochs} [{'#' * done}{'.' * (width - done)}] {step}/{steps}  "
-                     f"loss {loss:.4f}  {rate:,.0f} img/s ")
+    sys.stderr.write(f"\r{before}[{'#' * done}{'.' * (width - done)}] {after}")
     if step == steps:
         sys.stderr.write("\n")
     sys.stderr.flush()
 
 
-def progress_bar(step, steps, loss, width=30):
-    done = step * width // steps
-    sys.stderr.write(f"\r[{'#' * done}{'.' * (width - done)}] step {step}/{steps}  loss {loss:.4f}")
-    if step == steps:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+def progress_bar(step, steps, loss):
+    _bar(step, steps, "", f"step {step}/{steps}  loss {loss:.4f}")
+
+
+def mnist_progress_bar(epoch, epochs, step, steps, loss, rate):
+    _bar(step, steps, f"epoch {epoch}/{epochs} ", f"{step}/{steps}  loss {loss:.4f}  {rate:,.0f} img/s ")
+
+
+def gpt_progress_bar(step, steps, loss, rate):
+    _bar(step, steps, "", f"step {step}/{steps}  loss {loss:.4f}  {rate:,.0f} tok/s ")
 
 
 def _sizes(text):
@@ -215,7 +220,7 @@ def main(argv=None):
         if kind == "gpt":
             options = {**given, "device": device}
             options.pop("dataset")
-            val_loss, _, _ = cli_gpt.train_gpt(**options, progress=cli_gpt.gpt_progress_bar)
+            val_loss, _, _ = cli_gpt.train_gpt(**options, progress=gpt_progress_bar)
             if args.save:
                 sys.stderr.write(f"saved the GPT checkpoint to {args.save}\n")
             print(f"val loss: {val_loss:.4f}")

@@ -107,15 +107,6 @@ def sample(path, prompt="\n", tokens=200, temperature=1.0, top_k=None, device=No
     return tokenizer.decode(out[0])
 
 
-def gpt_progress_bar(step, steps, loss, rate, width=30):
-    done = step * width // steps
-    sys.stderr.write(f"\r[{'#' * done}{'.' * (width - done)}] step {step}/{steps}  loss {loss:.4f}  "
-                     f"{rate:,.0f} tok/s ")
-    if step == steps:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
-
-
 def add_train_options(cmd):
     """The `train gpt` options, as an argument group of the train command; dests are train_gpt's."""
     group = cmd.add_argument_group("gpt")
