@@ -1,4 +1,4 @@
-"""The long fuzzing run: tests/test_fuzz.py's properties with thousands of cases instead of the
+"""The long fuzzing run: the properties of tests/test_fuzz*.py with thousands of cases instead of the
 fast slice in `make test`.
 
     python bench/fuzz.py                  # 200 examples per property and device
@@ -8,6 +8,7 @@ Prints the cases run per property, the failures (each with the WEBGRAD_TEST_SEED
 and the time taken; exits 1 if any property failed.
 """
 import argparse
+import glob
 import os
 import sys
 import time
@@ -43,18 +44,18 @@ def main():
     import pytest
 
     tally = Tally()
-    options = [os.path.join(ROOT, "tests", "test_fuzz.py"), "-q", "-p", "no:cacheprovider"]
+    options = sorted(glob.glob(os.path.join(ROOT, "tests", "test_fuzz*.py"))) + ["-q", "-p", "no:cacheprovider"]
     if args.k:
         options += ["-k", args.k]
     start = time.perf_counter()
     pytest.main(options, plugins=[tally])
     seconds = time.perf_counter() - start
 
-    import test_fuzz   # the module pytest ran (tests/ is on sys.path): its CASES counted each example
+    from fuzzing import CASES   # the module the files pytest ran share (tests/ is on sys.path)
     print(f"\n{'property':<24}{'cases':>8}")
-    for name, count in sorted(test_fuzz.CASES.items()):
+    for name, count in sorted(CASES.items()):
         print(f"{name:<24}{count:>8}")
-    total = sum(test_fuzz.CASES.values())
+    total = sum(CASES.values())
     print(f"\n{total} cases in {seconds:.0f} s ({total / seconds:.0f} cases/s); "
           f"{len(tally.passed)} tests passed, {len(tally.failed)} failed")
     for nodeid, seed in tally.failed.items():

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 import webgrad as wg
 from conftest import tag
-from fuzzing import CASES  # noqa: F401  (bench/fuzz.py reads test_fuzz.CASES)
 from fuzzing import (assert_matches, assert_raises_like_torch, broadcast_pair, dims_for, fuzz, matmul_cases, on,
                      reduced_dims, shapes, values)
 
