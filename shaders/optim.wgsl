@@ -18,6 +18,13 @@
 // leave out is a zero that is not kept. Generated per kind, set of state buffers and gradient
 // bindings ({{...}} below): the bindings and grad_of, and the entry point's loads, its call of the
 // function and its stores. Parameters: kernels/optim.py's optim_params.
+//
+// A gated update (a GradScaler's step: nothing is read back) also binds `gate`, two f32 at
+// `gate_offset`: whether the gradients overflowed (then the entry point returns, leaving parameters and
+// state as they were, as torch skips the step) and the step count after this step, kept on the device
+// because a skipped step does not advance it. There a hyperparameter that depends on the count comes
+// from the function `<kind>_<name>` below, given `step_count` and the other hyperparameters by name, in f32
+// (the record's value, worked out on the host in double precision, is the ungated update's).
 
 {{bindings}}
 
@@ -116,6 +123,38 @@ fn adadelta(param: ptr<function, f32>, grad: f32, square_avg: ptr<function, f32>
     let delta = sqrt(*acc_delta + eps) / sqrt(*square_avg + eps) * g;
     *acc_delta = *acc_delta * rho + (1.0 - rho) * delta * delta;
     *param -= lr * delta;
+}
+
+// The step-dependent hyperparameters of a gated update, at step count `step_count` (see above).
+
+// base^count for a whole count, by squaring: pow() (exp2 of log2, inexact near 1, as beta2 = 0.999
+// is) put Adam's parameters 4e-5 off torch's after a few steps on lavapipe, past float tolerance
+fn power(base: f32, count: f32) -> f32 {
+    var result = 1.0;
+    var square = base;
+    for (var n = u32(count); n != 0u; n >>= 1u) {
+        if ((n & 1u) != 0u) {
+            result *= square;
+        }
+        square *= square;
+    }
+    return result;
+}
+
+fn sgd_first_step(step_count: f32) -> bool {
+    return step_count == 1.0;
+}
+
+fn adam_step_size(lr: f32, beta1: f32, step_count: f32) -> f32 {
+    return lr / (1.0 - power(beta1, step_count));
+}
+
+fn adam_bias_correction2_sqrt(beta2: f32, step_count: f32) -> f32 {
+    return sqrt(1.0 - power(beta2, step_count));
+}
+
+fn adagrad_clr(lr: f32, lr_decay: f32, step_count: f32) -> f32 {
+    return lr / (1.0 + (step_count - 1.0) * lr_decay);
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)

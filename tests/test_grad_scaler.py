@@ -1,6 +1,7 @@
 """GradScaler against torch.amp.GradScaler("cpu") step for step (scale, clean-step count,
-parameters, state_dict), its misuse errors as torch's, and autocast + GradScaler training against
-float32 torch training."""
+parameters, optimizer state and step counts, state_dict), its misuse errors as torch's, the whole
+AMP step under wg.jit against the eager one, and autocast + GradScaler training against float32
+torch training."""
 import numpy as np
 import pytest
 import torch
@@ -96,14 +97,18 @@ def test_grad_scaler_unscale_clip_and_misuse(device):
     assert off.scale(loss) is loss and off.get_scale() == 1.0
 
 
-def _amp_mlp():
-    """An MLP (torch's initial weights, from its seed) with AdamW and a GradScaler that
+SETTINGS = {"Adam": dict(lr=0.05), "AdamW": dict(lr=0.05, weight_decay=0.1, amsgrad=True),
+            "SGD": dict(lr=0.1, momentum=0.9, dampening=0.3)}
+
+
+def _amp_mlp(optimizer="AdamW"):
+    """An MLP (torch's initial weights, from its seed) with an optimizer and a GradScaler that
     halves its scale at an overflow and doubles it after two clean steps."""
     torch_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
     model = wg.nn.Sequential(wg.nn.Linear(8, 16), wg.nn.ReLU(), wg.nn.Linear(16, 4)).to("webgpu")
     model.load_state_dict({k: wg.tensor(v.numpy()) for k, v in torch_model.state_dict().items()})
-    return model, wg.optim.AdamW(model.parameters(), lr=0.01), wg.amp.GradScaler("webgpu", init_scale=2.0**8,
-                                                                                 growth_interval=2)
+    opt = getattr(wg.optim, optimizer)(model.parameters(), **SETTINGS.get(optimizer, SETTINGS["AdamW"]))
+    return model, opt, wg.amp.GradScaler("webgpu", init_scale=2.0**8, growth_interval=2)
 
 
 def test_jitted_amp_steps_match_eager():
@@ -142,8 +147,98 @@ def test_jitted_amp_steps_match_eager():
         np.testing.assert_array_equal(after, before)
 
 
-def test_scaler_step_inside_jit_says_what_to_do():
-    model, opt, scaler = _amp_mlp()
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_whole_amp_step_under_jit_matches_eager(name):
+    """The natural program, autocast forward, scaled backward, scaler.step and update, all under
+    wg.jit (nothing is read: the overflow check skips the step on the device): losses, scales,
+    weights, optimizer state and step counts are the eager run's bit for bit, over steps that
+    include an inf (in the recorded call) and a NaN (in a replay), which are skipped."""
+    batches = [randn(16, 8) for _ in range(7)]
+    batches[1][2, 5], batches[4][0, 1] = np.inf, np.nan
+    labels = wg.tensor((batches[0] @ randn(8, 4)).argmax(1), device="webgpu")
+    runs = {}
+    for jitted in (False, True):
+        torch.manual_seed(0)
+        model, opt, scaler = _amp_mlp(name)
+
+        def train(x):
+            opt.zero_grad()
+            with wg.autocast("webgpu"):
+                loss = wg.nn.functional.cross_entropy(model(x), labels)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            return loss
+        run = wg.jit(train) if jitted else train
+        trace = []
+        for x in batches:
+            loss = run(wg.tensor(x, device="webgpu"))
+            state = [[v.numpy().copy() for _, v in sorted(opt.state[p].items())] for p in model.parameters()]
+            trace.append([loss.item(), scaler.get_scale(), [p.detach().numpy().copy() for p in model.parameters()],
+                          state])
+        runs[jitted] = trace
+    for step, (eager, jit) in enumerate(zip(runs[False], runs[True])):
+        np.testing.assert_array_equal(jit[:2], eager[:2], err_msg=tag(f"step {step}: loss and scale"))
+        for got, expected in zip(jit[2] + sum(jit[3], []), eager[2] + sum(eager[3], [])):
+            np.testing.assert_array_equal(got, expected, err_msg=tag(f"step {step}"))
+    assert [scale for _, scale, _, _ in runs[True]] == [2.0**8, 2.0**7, 2.0**7, 2.0**8, 2.0**7, 2.0**7, 2.0**8]
+    for skipped in (1, 4):   # the overflows' steps left weights and state (step counts too) as they were
+        (_, _, weights, state), (_, _, kept_weights, kept_state) = runs[True][skipped - 1:skipped + 1]
+        for before, after in zip(weights + sum(state, []), kept_weights + sum(kept_state, [])):
+            np.testing.assert_array_equal(after, before, err_msg=tag(f"step {skipped}"))
+    if name != "SGD":
+        assert all(float(opt.state[p]["step"]) == 5 for p in model.parameters())
+
+
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_steps_skipped_on_the_device_match_torch(device, name):
+    """torch.amp.GradScaler with torch's optimizer on cpu, step for step: parameters, state and step
+    counts, with the first step and a later one overflowing (skipped: no state made, no count
+    advanced) and a parameter without a gradient at one step (it falls behind, as in torch)."""
+    inits = [randn(5), randn(3)]
+    ours = [wg.tensor(v, device=device, requires_grad=True) for v in inits]
+    theirs = [torch.tensor(v, requires_grad=True) for v in inits]
+    runs = [(wg, ours, getattr(wg.optim, name)(ours, **SETTINGS[name]),
+             wg.amp.GradScaler(device, init_scale=2.0**8, growth_interval=2)),
+            (torch, theirs, getattr(torch.optim, name)(theirs, **SETTINGS[name]),
+             torch.amp.GradScaler("cpu", init_scale=2.0**8, growth_interval=2))]
+    overflows = {0: np.inf, 4: np.nan}
+    for step in range(8):
+        weights = [randn(5), randn(3)]
+        if step in overflows:
+            weights[0][1] = overflows[step]
+        stepping = 1 if step == 2 else 2   # at step 2 the second parameter gets no gradient
+        for lib, params, opt, scaler in runs:
+            opt.zero_grad()
+            terms = [(p * lib.tensor(w, **({"device": device} if lib is wg else {}))).sum()
+                     for p, w in zip(params[:stepping], weights)]
+            scaler.scale(sum(terms[1:], terms[0])).backward()
+            scaler.step(opt)
+            scaler.update()
+        opt, topt = runs[0][2], runs[1][2]
+        assert runs[0][3].state_dict() == runs[1][3].state_dict(), tag(f"step {step}")
+        for k, (p, tp) in enumerate(zip(ours, theirs)):
+            np.testing.assert_allclose(p.detach().cpu().numpy(), tp.detach().numpy(), rtol=1e-5, atol=1e-5,
+                                       err_msg=tag(f"step {step}, parameter {k}"))
+            theirs_state = topt.state.get(tp, {})
+            for key, value in theirs_state.items():
+                got = opt.state[p][key]
+                np.testing.assert_allclose(got.cpu().numpy(), value.numpy(), rtol=1e-5, atol=1e-6,
+                                           err_msg=tag(f"step {step}, parameter {k}, {key}"))
+            if not theirs_state and "step" in opt.state.get(p, {}):   # torch skipped every step so far
+                assert float(opt.state[p]["step"]) == 0, tag(f"step {step}")
+
+
+def test_optimizer_with_its_own_step_is_read_and_refused_inside_jit():
+    """An optimizer whose step is its own cannot skip it on the device: GradScaler reads the
+    overflow check for it, as eager code may, and inside a recording says what to write instead."""
+    class Logged(wg.optim.SGD):
+        def step(self, closure=None):
+            self.steps = getattr(self, "steps", 0) + 1
+            return super().step(closure)
+    model, _, scaler = _amp_mlp()
+    opt = Logged(model.parameters(), lr=0.1)
+    assert not opt._step_supports_amp_scaling and wg.optim.AdamW([wg.zeros(1)])._step_supports_amp_scaling
     x = wg.tensor(randn(4, 8), device="webgpu")
 
     @wg.jit
@@ -155,10 +250,55 @@ def test_scaler_step_inside_jit_says_what_to_do():
         scaler.step(opt)
         scaler.update()
         return loss
-    whole_step(x)   # the eager warm-up call reads, as eager code may
+    whole_step(x)   # the eager warm-up call reads
+    assert opt.steps == 1
     with pytest.raises(RuntimeError, match=r"GradScaler.step\(optimizer\) reads .* jit the forward and "
                                            r"scaler.scale\(loss\).backward\(\)"):
         whole_step(x)
+
+
+def test_loaded_step_count_reaches_replayed_amp_steps():
+    """A state dict loaded between replays of the whole AMP step writes its step count into the
+    device's gate: the next replays' bias corrections count on from it, as torch's Adam does; and
+    torch loads the state dict that the gated steps leave (their step counts are tensors)."""
+    init = randn(6)
+    p, tp = wg.tensor(init, device="webgpu", requires_grad=True), torch.tensor(init, requires_grad=True)
+    opt, topt = wg.optim.Adam([p], lr=0.05), torch.optim.Adam([tp], lr=0.05)
+    scaler, tscaler = wg.amp.GradScaler("webgpu", init_scale=4.0), torch.amp.GradScaler("cpu", init_scale=4.0)
+
+    @wg.jit
+    def step(c):
+        opt.zero_grad()
+        scaler.scale((p * c).sum()).backward()
+        scaler.step(opt)
+        scaler.update()
+        return c.sum()
+    for _ in range(3):   # eager, recorded, replayed
+        step(wg.tensor(randn(6), device="webgpu"))
+    assert float(opt.state_dict()["state"][0]["step"]) == 3
+    state = {"step": 10.0, "exp_avg": randn(6), "exp_avg_sq": randn(6) ** 2}
+    with torch.no_grad():
+        tp.copy_(torch.tensor(p.detach().numpy()))
+    topt.load_state_dict({"state": {0: {k: torch.tensor(v) for k, v in state.items()}},
+                          "param_groups": topt.state_dict()["param_groups"]})
+    opt.load_state_dict({"state": {0: {k: wg.tensor(v, device="webgpu") for k, v in state.items()}},
+                         "param_groups": opt.state_dict()["param_groups"]})
+    for _ in range(3):
+        c = randn(6)
+        step(wg.tensor(c, device="webgpu"))
+        topt.zero_grad()
+        tscaler.scale((tp * torch.tensor(c)).sum()).backward()
+        tscaler.step(topt)
+        tscaler.update()
+    np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=tag("weights"))
+    saved = opt.state_dict()["state"][0]
+    again = torch.tensor(p.detach().numpy(), requires_grad=True)
+    topt_again = torch.optim.Adam([again], lr=0.05)
+    topt_again.load_state_dict({"state": {0: {k: torch.from_numpy(v.numpy().copy()) for k, v in saved.items()}},
+                                "param_groups": topt_again.state_dict()["param_groups"]})
+    assert float(topt_again.state[again]["step"]) == float(topt.state[tp]["step"]) == 13
+    np.testing.assert_allclose(topt_again.state[again]["exp_avg_sq"].numpy(), topt.state[tp]["exp_avg_sq"].numpy(),
+                               rtol=1e-5, atol=1e-7, err_msg=tag("exp_avg_sq"))
 
 
 def test_mlp_trains_as_in_float32(device):

@@ -1,7 +1,8 @@
 """The optimizers' flat arenas (webgrad/optim/arena.py): a param group's parameters updated by one
 dispatch, with the results of updating each alone, bit for bit; groups past what one dispatch binds;
 gradients where backward or the user left them; parameters changed under the optimizer; replayed
-steps; and clip_grad_norm_ over many gradients at once. torch.optim on CPU is the oracle."""
+steps; steps gated by an overflow check (GradScaler's); and clip_grad_norm_ over many gradients at
+once. torch.optim on CPU is the oracle."""
 import math
 
 import numpy as np
@@ -169,6 +170,27 @@ def test_clip_grad_norm_over_many_gradients(device):
         expected = torch.nn.utils.clip_grad_norm_(theirs, 0.5, norm_type)
         np.testing.assert_allclose(total.item(), expected.item(), rtol=1e-5, err_msg=tag(f"norm {norm_type}"))
         _assert_close([p.grad for p in ours], [t.grad for t in theirs], f"clipped gradient ({norm_type})")
+
+
+@pytest.mark.parametrize("name", list(RICH))
+def test_gated_steps_are_skipped_on_the_device_as_torch_skips_them(device, name):
+    """Given an overflow check (found_inf, as GradScaler.step hands it), each optimizer steps as
+    torch's where it is zero and leaves parameters, state and step counts as they were where it is
+    not (inf or NaN counts alike), past what one dispatch binds too; plain steps after it go on
+    counting on the device."""
+    ours, theirs = _pair(device, [(3, 2)] * 20 + [(5,)] * 25)
+    opt, topt = getattr(optim, name)(ours, **RICH[name]), getattr(torch.optim, name)(theirs, **RICH[name])
+    for found in (0.0, 1.0, 0.0, float("nan"), 0.0, None):
+        _set_grads(ours, theirs, device)
+        if found is not None:
+            opt.found_inf = wg.tensor(found, device=device)
+        opt.step()
+        opt.__dict__.pop("found_inf", None)
+        if not found:
+            topt.step()
+        _assert_close(ours, theirs)
+        _assert_state_matches(opt, topt, ours, theirs)
+    assert opt._step_supports_amp_scaling
 
 
 @pytest.mark.parametrize("name", list(RICH))

@@ -1,10 +1,12 @@
 """GradScaler: loss scaling for float16 training (torch.amp.GradScaler).
 
 It multiplies the loss by a scale, divides the gradients by it before the optimizer step, and
-skips the step where they overflowed. The scale and the count of clean steps live on the device;
-the overflow check is one norm reduction over the gradients, read once, at step(). That read keeps
-step() out of wg.jit: jit the forward and scaler.scale(loss).backward(), and call step() and
-update() after the jitted call (step() inside a recording raises saying so).
+skips the step where they overflowed. The scale, the count of clean steps and the overflow check
+(one norm reduction over the gradients) live on the device. webgrad's optimizers take the check as
+a tensor and skip their step on the device (optim/optimizer.py: their step counts live there
+too), as torch's fused ones do, so nothing is read and a whole AMP training step runs under wg.jit.
+An optimizer whose step is its own (without `_step_supports_amp_scaling`) has the check read and
+is stepped only where it is clean, as torch does; that read keeps its step() out of wg.jit.
 """
 from .. import autograd, dtypes
 from .._tensor import Tensor
@@ -19,7 +21,8 @@ class GradScaler:
 
     step() skips the optimizer's step where a gradient holds inf or NaN, and update() then
     multiplies the scale by backoff_factor; after growth_interval steps without one it multiplies
-    it by growth_factor. The scale and the step count live on the device; step() reads one value."""
+    it by growth_factor. All of it on the device: step() reads nothing (but for an optimizer
+    whose step is its own, whose overflow check it reads)."""
 
     def __init__(self, device="webgpu", init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5,
                  growth_interval=2000, enabled=True):
@@ -113,12 +116,21 @@ class GradScaler:
             raise RuntimeError("step() has already been called since the last update().")
         if state["stage"] is _READY:
             self.unscale_(optimizer)
-        if not state["found_inf_per_device"]:
+        found = state["found_inf_per_device"]
+        if not found:
             raise AssertionError("No inf checks were recorded for this optimizer.")
-        _check_not_recording(state["found_inf_per_device"])
         result = None
-        if not sum(found.item() for found in state["found_inf_per_device"].values()):   # the one read
-            result = optimizer.step(*args, **kwargs)
+        if getattr(optimizer, "_step_supports_amp_scaling", False):   # skips its step on the device
+            first, *others = (f.to(self._scale.device) for f in found.values())
+            optimizer.found_inf = sum(others, first)
+            try:
+                result = optimizer.step(*args, **kwargs)
+            finally:
+                del optimizer.found_inf
+        else:
+            _check_not_recording(found)
+            if not sum(f.item() for f in found.values()):   # the one read
+                result = optimizer.step(*args, **kwargs)
         state["stage"] = _STEPPED
         return result
 
@@ -220,10 +232,11 @@ class GradScaler:
 
 
 def _check_not_recording(devices):
-    """step() reads whether the gradients overflowed, to skip the optimizer's step on the host (its
-    step counts live there); a wg.jit recording cannot read, so say what to write instead."""
+    """step() reads whether the gradients overflowed, to skip on the host the step of an optimizer
+    that cannot skip it on the device; a wg.jit recording cannot read, so say what to write instead."""
     from ..backends import get_backend
     if "webgpu" in devices and get_backend("webgpu").runtime._recording is not None:
-        raise RuntimeError("GradScaler.step(optimizer) reads whether the gradients overflowed, which a wg.jit "
+        raise RuntimeError("GradScaler.step(optimizer) reads whether the gradients overflowed for an optimizer "
+                           "whose step is its own (webgrad's optimizers skip theirs on the device), which a wg.jit "
                            "recording cannot: jit the forward and scaler.scale(loss).backward() (returning the "
                            "loss), then call scaler.step(optimizer) and scaler.update() after the jitted call")

@@ -180,7 +180,7 @@ class Backend:
     def permutation(self, n, half, draw): raise NotImplementedError
 
     # ---- optim: fused updates of many parameters, and gradient clipping over many gradients ----
-    def optimizer_step(self, update, regions, states, segments, hyper):
+    def optimizer_step(self, update, regions, states, segments, hyper, gate=None):
         """Update parameters and their state in place with update (webgrad.optim.fused.FusedUpdate:
         its kind, hyperparameters and state buffers by name). regions: flat Views of an arena
         (webgrad.optim.arena), laid out alike: the parameters', then one per name in states, one after
@@ -188,7 +188,10 @@ class Backend:
         grad) for each parameter to update: its elements from `start` of each region, its gradient a
         contiguous View (in none of the regions' buffers). hyper() gives the step's hyperparameters
         as update's record; it runs once per call, and again at each jit replay, so learning-rate
-        changes and step counts reach replayed steps."""
+        changes and step counts reach replayed steps. gate (a GradScaler's step), a float32 View of
+        two elements: whether the gradients overflowed (nonzero: leave everything as it is) and the
+        step count after this step; then hyper(step_count) gives the record at that count (or
+        hyper() one whose step-dependent values go unused, where the kernel works them out itself)."""
         raise NotImplementedError
 
     # The norm of contiguous gradient Views together, in parts: (storage, count) of partials (of the

@@ -185,14 +185,19 @@ class CPUBackend(Backend):
     def permutation(self, n, half, draw):
         return permutation_of(n, half, *draw())
 
-    def optimizer_step(self, update, regions, states, segments, hyper):
+    def optimizer_step(self, update, regions, states, segments, hyper, gate=None):
         """update.numpy, the NumPy twin of its WGSL function, on each segment's slices of the arena's
         regions (changed in place); float hyperparameters are rounded to the arena's dtype, as the
         kernel's are to f32. A float16 arena is updated in float32 and rounded as it is stored back,
-        as the kernel does."""
+        as the kernel does. Gated: nothing where the gate says the gradients overflowed, else the
+        record at the gate's step count."""
+        if gate is not None:
+            overflowed, step_count = self.view(gate).reshape(-1)[:2].tolist()
+            if overflowed:
+                return
         stored = [self.view(region) for region in regions]
         param, *kept = working = [a.astype(_computed_in(regions[0].dtype), copy=False) for a in stored]
-        h = hyper()
+        h = hyper() if gate is None else hyper(step_count)
         h = h._replace(**{name: param.dtype.type(getattr(h, name)) for name, kind in update.hyper.items()
                           if kind == "f32"})
         for start, grad in segments:

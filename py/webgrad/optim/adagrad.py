@@ -13,9 +13,10 @@ def _adagrad_numpy(np, param, grad, states, h):
     param -= h.clr * g / (np.sqrt(state_sum) + h.eps)
 
 
-# clr = lr / (1 + (step - 1) * lr_decay), worked out in double precision each step, as torch does
-ADAGRAD_UPDATE = FusedUpdate("adagrad", dict(clr="f32", weight_decay="f32", eps="f32", maximize="bool"), ("sum",),
-                             _adagrad_numpy)
+# clr = lr / (1 + (step - 1) * lr_decay), worked out in double precision each step, as torch does (a
+# gated step's kernel works it out from lr and lr_decay)
+ADAGRAD_UPDATE = FusedUpdate("adagrad", dict(clr="f32", weight_decay="f32", eps="f32", maximize="bool", lr="f32",
+                                             lr_decay="f32"), ("sum",), _adagrad_numpy)
 
 
 class Adagrad(Optimizer):
@@ -39,4 +40,5 @@ class Adagrad(Optimizer):
 
     def _hyper(self, group, step, fresh):
         return dict(clr=float(group["lr"]) / (1 + (step - 1) * group["lr_decay"]),
-                    weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"])
+                    weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"],
+                    lr=group["lr"], lr_decay=group["lr_decay"])

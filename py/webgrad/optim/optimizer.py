@@ -10,6 +10,12 @@ can bind. `update` is the optimizer's FusedUpdate (optim/fused.py: its hyperpara
 buffers by name) and hyper() gives that step's record. hyper() also advances the step counts,
 because a replayed step (webgrad.jit) calls it again without running step().
 
+A GradScaler's step is gated instead (torch's fused optimizers take its overflow check the same
+way, as the tensor `found_inf`): nothing is read back, so the step is skipped on the device where
+the gradients overflowed, and the step count lives there, in a gate shared by the parameters that
+step together: two float32 [overflowed, step count], state["step"] a view of the second. A
+parameter whose count has moved to the device keeps it there, and its later steps are gated too.
+
 An optimizer subclass declares `update` (and counts_steps, where torch keeps no step) and supplies:
     _initial(group)               the state buffers the group's settings keep: name -> the value a
                                   new one starts at (its tensors are arena views shaped like the
@@ -23,7 +29,7 @@ from itertools import chain
 from .. import dtypes
 from .._tensor import Tensor
 from ..autograd import enable_grad, no_grad
-from ..ops.creation import tensor, zeros_like
+from ..ops.creation import tensor, zeros, zeros_like
 from ..ops.movement import write_into
 from .arena import GroupArenas, unique
 
@@ -48,6 +54,7 @@ class Optimizer:
         self.state = defaultdict(dict)   # parameter -> its state dict (Tensor hashes by identity), as torch
         self.param_groups = []
         self._arenas = {}   # id(group) -> its GroupArenas
+        self._gates = {}    # id(parameter) -> its gate, once it has stepped gated
         groups = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
@@ -100,32 +107,46 @@ class Optimizer:
                 if p.grad is not None:
                     p.grad = None if set_to_none else zeros_like(p.grad)
 
+    @property
+    def _step_supports_amp_scaling(self):
+        """torch's flag for an optimizer that GradScaler.step hands its overflow check (found_inf)
+        rather than reading it: those whose step is this fused one."""
+        return type(self).step is Optimizer.step
+
     def step(self, closure=None):
         """Update every parameter that has a gradient; returns closure()'s loss when given one."""
         loss = None
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        found_inf = getattr(self, "found_inf", None)   # set by GradScaler.step for this call
         with no_grad():
             for group in self.param_groups:
-                self._step_group(group)
+                self._step_group(group, found_inf)
         return loss
 
-    def _step_group(self, group):
+    def _step_group(self, group, found_inf):
         params = [p for p in unique(group["params"]) if p.grad is not None]
         if not params:
             return
         arenas = self._arenas_of(group)
         together = {}   # (arena, step count, fresh) -> [(parameter, its state)]: one fused call each
+        gated = {}      # (arena, its gate, or the count it starts at) -> [(parameter, its state)]
         for p in params:
             state = self.state.get(p)
             fresh = not state
             if fresh:
                 state = self._new_state(p, arenas)
-            arena = arenas.of[id(p)]
-            together.setdefault((arena, state.get("step"), fresh), []).append((p, state))
+            arena, gate = arenas.of[id(p)], self._gates.get(id(p))
+            if found_inf is None and gate is None:
+                together.setdefault((arena, state.get("step"), fresh), []).append((p, state))
+            else:   # SGD counts no steps: its gate's count starts at whether it has stepped
+                start = ("gate", id(gate)) if gate is not None else ("count", state.get("step", float(not fresh)))
+                gated.setdefault((arena, start), []).append((p, state))
         for (arena, _, fresh), members in together.items():
             self._update(group, arena, members, fresh)
+        for (arena, (_, start)), members in gated.items():
+            self._update_gated(group, arena, members, start, found_inf)
 
     def _update(self, group, arena, members, fresh):
         update, states = self.update, [state for _, state in members]
@@ -140,6 +161,42 @@ class Optimizer:
             return record
         segments = [(arena.start[id(p)], _gradient(p, arena)._view) for p, _ in members]
         arena.regions[0].backend.optimizer_step(update, [r._view for r in arena.regions], arena.names, segments, hyper)
+
+    def _update_gated(self, group, arena, members, start, found_inf):
+        """members' update, skipped on the device where found_inf is nonzero."""
+        gate = self._gate_of(group, members, start)
+        overflowed, step_count = gate[0], gate[1]
+        if found_inf is None:
+            overflowed.fill_(0.0)
+            step_count.add_(1.0)
+        else:   # the gate holds 1 or 0 (a NaN found_inf is an overflow, whatever a kernel makes of NaN)
+            clean = (found_inf.to(gate.device) == 0).float()
+            overflowed.copy_(1 - clean)
+            step_count.add_(clean)
+
+        def hyper(step_count=1.0):   # the record at a count read back (cpu); webgpu's kernel reads the gate
+            return self.update.record(**self._hyper(group, step_count, step_count == 1))
+        segments = [(arena.start[id(p)], _gradient(p, arena)._view) for p, _ in members]
+        arena.regions[0].backend.optimizer_step(self.update, [r._view for r in arena.regions], arena.names, segments,
+                                                hyper, gate=gate._view)
+
+    def _gate_of(self, group, members, start):
+        """The gate members step with: theirs, or a new one at step count `start` where they have
+        none, or a copy where they share theirs with parameters not stepping now (which keep it)."""
+        first = members[0][0]
+        gate = self._gates.get(id(first))
+        if gate is not None and sum(self._gates.get(id(p)) is gate for p in unique(group["params"])) == len(members):
+            return gate
+        made = zeros(2, dtype=dtypes.float32, device=first.device)
+        if gate is None:
+            made[1].fill_(start)
+        else:
+            made.copy_(gate)
+        for p, state in members:
+            self._gates[id(p)] = made
+            if self.counts_steps:
+                state["step"] = made[1]
+        return made
 
     def _arenas_of(self, group):
         """The group's arenas, made anew where they no longer hold what the group has."""
@@ -178,9 +235,10 @@ class Optimizer:
         state = {}
         for p, s in self.state.items():
             if isinstance(p, Tensor):
-                # the step count is kept as a number, so that replays can advance it; torch's is a tensor
-                state[index[id(p)]] = {k: tensor(v, dtype=dtypes.float32, device=p.device) if k == "step" else v
-                                       for k, v in s.items()}
+                # a step count is kept as a number, so that replays can advance it (a gated one is a
+                # tensor on the device already); torch's is a tensor
+                state[index[id(p)]] = {k: tensor(v, dtype=dtypes.float32, device=p.device)
+                                       if k == "step" and not isinstance(v, Tensor) else v for k, v in s.items()}
             else:   # loaded state of no parameter (load_state_dict), as it came
                 state[p] = s
         return {"state": state, "param_groups": groups}
@@ -228,6 +286,11 @@ class Optimizer:
                 loaded[name] = current
             elif value is not None:   # torch's SGD may hold momentum_buffer None
                 loaded[name] = value
+        gate = self._gates.get(id(param))
+        if gate is not None:   # the count stays on the device (a gate several parameters share takes the last)
+            gate[1].fill_(loaded.get("step", float(bool(loaded))))
+            if "step" in loaded:
+                loaded["step"] = gate[1]
         state.clear()
         state.update(loaded)
         if not state:

@@ -10,7 +10,8 @@ more dispatches.
 The update's parameter block and entry point come from the optimizer's FusedUpdate
 (webgrad/optim/fused.py), which names the update's hyperparameters and state buffers: the entry
 point calls the WGSL function of the update's kind with every argument matched by name to that
-function's parameters, so the declaration and the WGSL cannot disagree on an order."""
+function's parameters, so the declaration and the WGSL cannot disagree on an order. A gated update
+(a GradScaler's step) also binds a gate, which skips it on the device and holds its step count."""
 import functools
 import re
 
@@ -26,11 +27,13 @@ NORM_ORDERS = {2.0: 0, 1.0: 1, float("inf"): 2, float("-inf"): 3}   # shaders/gr
 
 
 @functools.lru_cache(maxsize=None)
-def optim_params(update, count):
+def optim_params(update, count, gated):
     """The parameter block of update's kernel over `count` segments: where region r starts (at
     r * region_stride), the float hyperparameters and the flags (what changes at each step: the
-    flags as the bits of one word, in the order declared), then the segments."""
+    flags as the bits of one word, in the order declared), where the gate is (gated), then the
+    segments."""
     return ParamBlock(u32("region_stride"), *(f32(name) for name in _floats(update)), u32("flags"),
+                      *([u32("gate_offset")] if gated else []),
                       u32("ends", count), u32("starts", count), u32("grad_offsets", count))
 
 
@@ -53,12 +56,18 @@ def scale_params(count):
 
 
 @functools.lru_cache(maxsize=None)
-def _parameters(kind):
-    """The parameter names of `fn <kind>` in shaders/optim.wgsl, in order."""
-    found = re.search(rf"\bfn {kind}\(([^)]*)\)", shader("optim"))
-    if found is None:
-        raise RuntimeError(f"shaders/optim.wgsl has no fn {kind}")
-    return tuple(re.findall(r"(\w+)\s*:", found.group(1)))
+def _parameters(function):
+    """The parameter names of `fn <function>` in shaders/optim.wgsl, in order (None where it has none)."""
+    found = re.search(rf"\bfn {function}\(([^)]*)\)", shader("optim"))
+    return None if found is None else tuple(re.findall(r"(\w+)\s*:", found.group(1)))
+
+
+@functools.lru_cache(maxsize=None)
+def _step_functions(update):
+    """update's hyperparameters that a gated kernel computes from its step count: name -> the
+    parameter names of their `fn <kind>_<name>` in shaders/optim.wgsl."""
+    found = {name: _parameters(f"{update.kind}_{name}") for name in update.hyper}
+    return {name: parameters for name, parameters in found.items() if parameters is not None}
 
 
 def _grad_bindings(binding_of, first, access, element):
@@ -78,16 +87,21 @@ def _stored(value, element):
     return value if element == "f32" else f"{element}({value})"
 
 
-def _optim_source(update, states, region_binding, binding_of, element):
-    """update's kernel: the arena's (each region's: region_binding) and the gradients' bindings
-    (binding_of), grad_of, and the entry point's body, which loads the element of the parameter and
-    each state, calls fn <kind> and stores them back. element: the parameters', states' and
-    gradients' WGSL element type (f16 is computed in f32, rounded as it is stored, as torch does)."""
-    parameters = _parameters(update.kind)
+def _optim_source(update, states, region_binding, binding_of, element, gated):
+    """update's kernel: the arena's (each region's: region_binding), the gradients' (binding_of) and,
+    where gated, the gate's bindings, grad_of, and the entry point's body, which loads the element of
+    the parameter and each state, calls fn <kind> and stores them back. element: the parameters',
+    states' and gradients' WGSL element type (f16 is computed in f32, rounded as it is stored, as
+    torch does)."""
+    parameters, step_functions = _parameters(update.kind), _step_functions(update)
+    if parameters is None:
+        raise RuntimeError(f"shaders/optim.wgsl has no fn {update.kind}")
     declared = {"param", "grad", *update.states, *update.hyper}
-    if set(parameters) != declared:
-        raise RuntimeError(f"shaders/optim.wgsl: fn {update.kind} takes {sorted(parameters)}, but its FusedUpdate "
-                           f"declares {sorted(declared)}")
+    taken = {*parameters, *(name for names in step_functions.values() for name in names)} - {"step_count"}
+    if taken != declared:
+        raise RuntimeError(f"shaders/optim.wgsl: fn {update.kind} takes {sorted(parameters)} (and its step functions "
+                           f"{sorted(step_functions)} the rest of {sorted(taken)}), but its FusedUpdate declares "
+                           f"{sorted(declared)}")
     arenas = max(region_binding) + 1
     lines = [f"@group(0) @binding({1 + b}) var<storage, read_write> arena_{b}: array<{element}>;"
              for b in range(arenas)]
@@ -98,18 +112,25 @@ def _optim_source(update, states, region_binding, binding_of, element):
         cases = ", ".join([f"{s}u" for s, of in enumerate(binding_of) if of == b] + (["default"] if b == last else []))
         lines.append(f"        case {cases}: {{ return {_f32(f'grad_{b}[at]', element)}; }}")
     lines += ["    }", "}"]
+    if gated:
+        lines.append(f"@group(0) @binding({2 + arenas + last}) var<storage, read> gate: array<f32>;")
     regions = {name: f"arena_{b}[{r}u * params.region_stride + at]"
                for r, (name, b) in enumerate(zip(("param", *states), region_binding))}
     body = [f"    var {name} = {_f32(at, element)};" for name, at in regions.items()]
     body += [f"    var {s}: f32 = 0.0;   // not kept: this optimizer's settings leave it out"
              for s in update.states if s not in states]
-    arguments = {"param": "&param", "grad": "grad"}
-    arguments.update({s: f"&{s}" for s in update.states})
-    arguments.update({name: f"params.{name}" for name in _floats(update)})
-    arguments.update({name: f"(params.flags & {1 << bit}u) != 0u" for bit, name in enumerate(_flags(update))})
+    hyper = {name: f"params.{name}" for name in _floats(update)}
+    hyper.update({name: f"(params.flags & {1 << bit}u) != 0u" for bit, name in enumerate(_flags(update))})
+    arguments = {"param": "&param", "grad": "grad", **{s: f"&{s}" for s in update.states}, **hyper}
+    if gated:
+        body[:0] = ["    if (gate[params.gate_offset] != 0.0) { return; }   // the gradients overflowed: no step",
+                    "    let step_count = gate[params.gate_offset + 1u];"]
+        hyper["step_count"] = "step_count"
+        arguments.update({name: f"{update.kind}_{name}({', '.join(hyper[p] for p in names)})"
+                          for name, names in step_functions.items()})
     body.append(f"    {update.kind}({', '.join(arguments[p] for p in parameters)});")
     body += [f"    {at} = {_stored(name, element)};" for name, at in regions.items()]
-    return fill("optim", optim_params(update, len(binding_of)), bindings="\n".join(lines), body="\n".join(body))
+    return fill("optim", optim_params(update, len(binding_of), gated), bindings="\n".join(lines), body="\n".join(body))
 
 
 def _segment_loops(binding_of, statement):
@@ -178,11 +199,12 @@ class OptimKernels:
         """The storage buffers a dispatch may bind besides its parameter block and `taken` others."""
         return self.runtime.limits["max_storage_buffers_per_shader_stage"] - 1 - taken
 
-    def optimizer_step(self, update, regions, states, segments, hyper):
+    def optimizer_step(self, update, regions, states, segments, hyper, gate=None):
         """Backend.optimizer_step: a dispatch per run of segments (one, unless they need more bindings
         or words than one has); hyper() runs once, at the first, which (re)computes its words at each
-        replay of a recording, and the others take its record."""
-        arenas = []
+        replay of a recording, and the others take its record. Gated, the kernel computes the
+        step-dependent hyperparameters from the gate's step count (the record's go unused)."""
+        arenas, gated = [], gate is not None
         region_binding = tuple(_binding(arenas, region.storage) for region in regions)
         stride = regions[1].offset if len(regions) > 1 and len(arenas) == 1 else 0
         element = _element("the optimizer's parameters, state and gradients", [*regions, *(g for _, g in segments)])
@@ -193,19 +215,23 @@ class OptimKernels:
         unknown = set(states) - set(update.states)
         if unknown:
             raise ValueError(f"{update.kind} keeps no state {sorted(unknown)}")
-        words = (PARAMS_WORDS - 2 - len(_floats(update))) // 3
+        if gated and gate.dtype is not dtypes.float32:
+            raise TypeError(f"webgpu: an optimizer's gate must be float32, not {gate.dtype.name}")
+        gates, at_gate = ([gate.storage], {"gate_offset": gate.offset}) if gated else ([], {})
+        words = (PARAMS_WORDS - 2 - len(_floats(update)) - gated) // 3
         record = []
-        for run, storages, binding_of in _chunks([g for _, g in segments], self._free_bindings(len(arenas)), words):
-            params = optim_params(update, len(run))
-            key = ("optim", update.kind, update, states, region_binding, binding_of, element)
+        for run, storages, binding_of in _chunks([g for _, g in segments], self._free_bindings(len(arenas) + gated),
+                                                 words):
+            params = optim_params(update, len(run), gated)
+            key = ("optim", update.kind, update, states, region_binding, binding_of, element, gated)
             pipeline = self.runtime.pipeline(key, lambda b=binding_of: _optim_source(update, states, region_binding,
-                                                                                     b, element),
-                                             bindings=("read_write",) * len(arenas) + ("read",) * len(storages))
+                                                                                     b, element, gated),
+                                             bindings=("read_write",) * len(arenas) + ("read",) * len(storages + gates))
             ends, total = [], 0
             for i in run:
                 total += segments[i][1].numel()
                 ends.append(total)
-            where = dict(region_stride=stride, ends=ends, starts=[segments[i][0] for i in run],
+            where = dict(region_stride=stride, **at_gate, ends=ends, starts=[segments[i][0] for i in run],
                          grad_offsets=[segments[i][1].offset for i in run])
 
             def words_of(where=where, params=params, first=not record):
@@ -213,7 +239,7 @@ class OptimKernels:
                     record[:] = [hyper()]
                 flags = sum(1 << bit for bit, name in enumerate(_flags(update)) if getattr(record[0], name))
                 return params.pack(**where, **{name: getattr(record[0], name) for name in _floats(update)}, flags=flags)
-            self.runtime.dispatch(pipeline, [*arenas, *storages], words_of(), groups(total), refresh=words_of)
+            self.runtime.dispatch(pipeline, [*arenas, *storages, *gates], words_of(), groups(total), refresh=words_of)
 
     def grad_norm_partials(self, grads, norm_type):
         """Backend.grad_norm_partials: a dispatch per run of gradients, each workgroup one partial."""
