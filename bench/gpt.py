@@ -8,9 +8,10 @@
    the same model in PyTorch (written as nanoGPT does, F.scaled_dot_product_attention, holding
    webgrad's initial weights: the first losses are printed side by side) eager with fused AdamW;
    and that step captured once as a CUDA graph and replayed (CUDA only, else "n/a"). With --amp,
-   two more: webgrad's forward under wg.autocast (float16) and scaler.scale(loss).backward()
-   replayed by wg.jit, then GradScaler.step and update eagerly (step reads the overflow check,
-   which a recording cannot), next to PyTorch eager under torch.autocast float16 with its GradScaler.
+   two more: webgrad's whole mixed-precision step replayed by wg.jit (the forward under wg.autocast
+   float16, scaler.scale(loss).backward(), scaler.step(opt) and scaler.update(): the overflow check
+   skips AdamW's step on the device, nothing is read), next to PyTorch eager under torch.autocast
+   float16 with its GradScaler.
    Tokens/s, the best of --rounds rounds taken in turn; ratio = webgrad / PyTorch (above 1: faster).
 2. Causal attention at those models' shapes (B, H, T, head): webgrad's fused
    F.scaled_dot_product_attention next to torch's, ms per forward and per forward + backward; the
@@ -76,8 +77,8 @@ def torch_model(model, capturable=False):
     return theirs, torch.optim.AdamW(groups, lr=LR, betas=BETAS, fused=fused, capturable=capturable)
 
 
-def webgrad_step(model, opt, data, offsets, jit, clip=0.0):
-    """step(i): one training step on the windows of data at offsets[i]; returns the loss."""
+def webgrad_train(model, opt, data, clip=0.0):
+    """train(off): one training step on the windows of data at the offsets off; returns the loss."""
     def train(off):
         loss = webgrad_loss(model, data, off)   # the batch is gathered on the device, in the replay too
         opt.zero_grad()
@@ -86,29 +87,31 @@ def webgrad_step(model, opt, data, offsets, jit, clip=0.0):
             nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         return loss
+    return train
+
+
+def webgrad_step(model, opt, data, offsets, jit, clip=0.0):
+    """step(i): one training step on the windows of data at offsets[i]; returns the loss."""
+    train = webgrad_train(model, opt, data, clip)
     run = wg.jit(train) if jit else train
     return lambda i: run(offsets[i % offsets.shape[0]])
 
 
 def webgrad_amp_step(model, opt, data, offsets):
-    """step(i) as webgrad_step's jitted one, in mixed precision: the forward and the scaled backward
-    replayed, the scaler's step (one read) and update after it."""
+    """step(i) as webgrad_step's jitted one, in mixed precision: PyTorch's AMP program, all of it
+    replayed."""
     scaler = wg.amp.GradScaler("webgpu")
 
-    def forward_backward(off):
+    def train(off):
         opt.zero_grad()
         with wg.autocast("webgpu", dtype=wg.float16):
             loss = webgrad_loss(model, data, off)
         scaler.scale(loss).backward()
-        return loss
-    run = wg.jit(forward_backward)
-
-    def step(i):
-        loss = run(offsets[i % offsets.shape[0]])
         scaler.step(opt)
         scaler.update()
         return loss
-    return step
+    run = wg.jit(train)
+    return lambda i: run(offsets[i % offsets.shape[0]])
 
 
 def torch_amp_step(model, opt, data, offsets):

@@ -98,20 +98,26 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     }
 }
 
-// One thread per output, for short reductions (pooling windows, a few rows): a workgroup per
-// output would leave most of its threads idle. Parameters as for main, with one chunk per output.
+// One thread per (output, chunk), adjacent threads taking adjacent outputs: for short reductions
+// (pooling windows, a few rows), where a workgroup per output would leave most of its threads idle,
+// and for reductions down columns, where adjacent outputs lie side by side in x (kernels/reduce.py):
+// there a warp's loads are one run of memory. Parameters and results as for main.
 @compute @workgroup_size(THREADS)
 fn per_thread(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) li: u32) {
-    let o = flat_id(wg, nwg) * THREADS + li;
-    if (o >= params.outputs) {
+    let t = flat_id(wg, nwg) * THREADS + li;
+    let o = t % params.outputs;
+    let c = t / params.outputs;
+    if (c >= params.chunks) {
         return;
     }
+    let first = c * params.span;
+    let last = min(first + params.span, params.count);
     let base = kept_position(o);
     var mine = start();
-    for (var k = 0u; k < params.count; k++) {
+    for (var k = first; k < last; k++) {
         {{index}}
         mine = merge(mine, Partial(load(base + reduced_position(j)), j), 0u);
     }
-    out[o] = result(mine);
+    out[o * params.chunks + c] = result(mine);
 }

@@ -25,6 +25,16 @@ PER_THREAD_REDUCE = 32
 # between its lanes' coroutines (the page's MLP bias gradient, 128 sums of 128, 4.4 -> ~1.8 ms on
 # SwiftShader), and a thread's loop must stay far below the ~65535 iterations such shaders allow.
 SOFTWARE_PER_THREAD_REDUCE = REDUCE_MIN_SPAN
+# A reduction down the columns of a row-major block (a Linear's bias gradient: (16384, 1152) summed
+# over its rows) takes a thread per (output, chunk of rows), so that a warp's loads are adjacent
+# outputs: a workgroup per output read its column at a stride of a row, a memory sector per value
+# (H100: 111 us for that sum, ~1/5 of the bandwidth). Chunks of at least COLUMN_MIN_SPAN rows, as
+# many as give COLUMN_THREADS threads (an H100 holds ~270k resident); their sums go to a second pass.
+# Under COLUMN_FROM elements a reduction keeps a workgroup per output: one pass, where the work is
+# about a dispatch's time either way.
+COLUMN_MIN_SPAN = 32
+COLUMN_THREADS = 1 << 18
+COLUMN_FROM = 1 << 20
 # Reduce passes worked out and kept; past this many (ever new shapes or strides) the oldest go.
 REDUCE_PASSES_KEPT = 4096
 
@@ -43,31 +53,45 @@ class ReduceKernels:
         kept = tuple(d for d in range(x.ndim) if d not in dims)
         n_out = math.prod(x.shape[d] for d in kept)
         n_red = math.prod(x.shape[d] for d in dims)
-        chunks = max(1, -(-n_red // REDUCE_SPAN), min(-(-n_red // REDUCE_MIN_SPAN), -(-REDUCE_GROUPS // max(1, n_out))))
+        columns = _down_columns(x, kept, dims, n_out, n_red)
+        if columns:
+            chunks = max(1, -(-n_red // REDUCE_SPAN), min(n_red // COLUMN_MIN_SPAN, -(-COLUMN_THREADS // n_out)))
+        else:
+            chunks = max(1, -(-n_red // REDUCE_SPAN),
+                         min(-(-n_red // REDUCE_MIN_SPAN), -(-REDUCE_GROUPS // max(1, n_out))))
         if chunks == 1 or n_out == 0:
-            return self._reduce_pass(op, x, kept, dims, out_dtype, n_out, n_red, 1)
+            return self._reduce_pass(op, x, kept, dims, out_dtype, n_out, n_red, 1, columns=columns)
         # Two passes: each chunk's result, then those reduced per output. An arg op's chunks give
         # the index they picked; the second pass compares x at those indices.
         if op.arg:
-            picked = self._reduce_pass(op, x, kept, dims, dtypes.int32, n_out, n_red, chunks)
+            picked = self._reduce_pass(op, x, kept, dims, dtypes.int32, n_out, n_red, chunks, columns=columns)
             return self._reduce_pass(op, x, kept, dims, out_dtype, n_out, chunks, 1, picked=picked)
         partial_dtype = dtypes.float32 if x.dtype.is_floating_point else dtypes.int32
-        partial = self._reduce_pass(op, x, kept, dims, partial_dtype, n_out, n_red, chunks)
+        partial = self._reduce_pass(op, x, kept, dims, partial_dtype, n_out, n_red, chunks, columns=columns)
         return self.reduce(op, flat(partial, (n_out, chunks), partial_dtype), (1,), out_dtype)
 
-    def _reduce_pass(self, op, x, kept, dims, out_dtype, n_out, count, chunks, picked=None):
+    def _reduce_pass(self, op, x, kept, dims, out_dtype, n_out, count, chunks, picked=None, columns=False):
         """One dispatch of shaders/reduce.wgsl: `chunks` workgroups per output, each reducing up to
-        REDUCE_SPAN of the `count` positions (reduced indices, or the chunks' picked indices)."""
+        REDUCE_SPAN of the `count` positions (reduced indices, or the chunks' picked indices); or,
+        down columns or where short, a thread per (output, chunk)."""
         storage = self._empty((n_out * chunks,), out_dtype)
         if n_out == 0:
             return storage
-        per_thread = chunks == 1 and count <= (SOFTWARE_PER_THREAD_REDUCE if self.is_software else PER_THREAD_REDUCE)
+        short = chunks == 1 and count <= (SOFTWARE_PER_THREAD_REDUCE if self.is_software else PER_THREAD_REDUCE)
+        per_thread = columns or short
         kernel = _reduce_pass_kernel(op, x.dtype, x.shape, x.strides, kept, dims, out_dtype, n_out, count, chunks,
                                      picked is not None, per_thread)
         storages = [storage, x.storage] if picked is None else [storage, x.storage, picked]
         self.runtime.dispatch(self.runtime.pipeline(*kernel.compile), storages, kernel.pack([x.offset]),
                               kernel.groups)
         return storage
+
+
+def _down_columns(x, kept, dims, n_out, n_red):
+    """Whether adjacent outputs lie side by side in x and each one's elements a row apart: a thread
+    per output reads x in runs of adjacent elements, a workgroup per output a value per memory sector."""
+    return (bool(kept) and x.strides[kept[-1]] == 1 and n_out >= REDUCE_THREADS and n_out * n_red >= COLUMN_FROM
+            and all(x.strides[d] > 1 for d in dims if x.shape[d] > 1))
 
 
 class _ReducePass(NamedTuple):
@@ -90,7 +114,7 @@ def _reduce_pass_kernel(op, in_dtype, shape, strides, kept, dims, out_dtype, n_o
         reduced_shape=[shape[d] for d in dims], reduced_strides=[strides[d] for d in dims])
     bindings = ("read_write", "read", "read") if picked else ("read_write", "read")
     return _ReducePass((key, lambda: _reduce_source(op, in_dtype, out_dtype, picked), entry, bindings), pack,
-                       groups(n_out, REDUCE_THREADS) if per_thread else n_out * chunks)
+                       groups(n_out * chunks, REDUCE_THREADS) if per_thread else n_out * chunks)
 
 
 def _reduce_source(op, in_dtype, out_dtype, picked):
