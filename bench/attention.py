@@ -3,7 +3,9 @@ forward, three backward) next to webgrad's composed path (scores, softmax, produ
 F.scaled_dot_product_attention on CUDA.
 
 Prints, per (batch, heads, length, head size), milliseconds per forward and per forward + backward
-of each, and the ratios fused / composed and fused / PyTorch (above 1: the fused kernel is slower).
+of each (as in a training step: the inputs' .grad cleared before each backward, as zero_grad() does,
+on every side, so none times adding into an earlier gradient), and the ratios fused / composed and
+fused / PyTorch (above 1: the fused kernel is slower).
 Each shape is first checked against PyTorch on fresh random inputs. Run on the lent GPU
 (../shared/DEVICE.md): webgrad over Vulkan, PyTorch over CUDA, one process. --threads and --other
 try other tilings of the kernels (kernels/attention.py's THREADS and OTHER_ROWS), --workgroup-bytes
@@ -81,7 +83,11 @@ def main():
             return run
 
         def both(fn, g):
-            return lambda: fn().backward(g)
+            def run():
+                for x in (q, k, v, tq, tk, tv):
+                    x.grad = None
+                fn().backward(g)
+            return run
         fwd = [timed(forward(fused, wg.no_grad), wg.synchronize), timed(forward(composed, wg.no_grad), wg.synchronize),
                timed(forward(theirs, torch.no_grad), torch.cuda.synchronize)]
         bwd = [timed(both(fused, grad), wg.synchronize), timed(both(composed, grad), wg.synchronize),

@@ -14,10 +14,11 @@
 // of CHUNK vec4s of the head (each thread fetching its share of the next chunk into registers
 // while the workgroup uses the current one), then accumulates its own rows' outputs (out, dq, dk,
 // dv) for the head's vec4s c + m GROUPS, from the weights (p or ds) of the whole tile, shared through
-// workgroup memory. A thread's registers are named (never arrays indexed in loops, which GPU
-// compilers place in slow local memory). Masked scores are -inf (by bits: compilers may assume
-// finite maths) and their p is 0; a query with every key masked gets out 0 and no gradient (lse
-// -inf), as torch.
+// workgroup memory, and the whole tile they weigh (forward and dq fetch it into registers before the
+// tile's products, so its wait hides behind them). A thread's registers are named (never arrays
+// indexed in loops, which GPU compilers place in slow local memory). Masked scores are -inf (by bits:
+// compilers may assume finite maths) and their p is 0; a query with every key masked gets out 0 and
+// no gradient (lse -inf), as torch.
 // Parameters (kernels/attention.py's ATTENTION_PARAMS): `batch` rows of the `dims` - 2 leading dims
 // `shape` (then L, S); `queries` L, `keys` S, `head` E, `value_head` Ev; q, k, v, mask and dout are
 // read through their `dims` strides from `offsets` (q, k, v, mask, dout); `mask_kind` 0 none, 1 bool
@@ -134,14 +135,6 @@ fn fetch(i: u32, which: u32, start: u32, strides: vec2<u32>, first: u32, count: 
 fn put(i: u32, base: u32, rows: u32, width: u32, stride: u32, value: vec4<f32>) {
     if (i < rows * width) {
         scratch[base + (i / width) * stride + i % width] = value;
-    }
-}
-
-// Stages fetch()'s rows (a thread a vec4 at a time) in scratch from `base`, a row every `stride` vec4s.
-fn stage(li: u32, base: u32, which: u32, start: u32, strides: vec2<u32>, first: u32, count: u32, rows: u32,
-         d0: u32, width: u32, stride: u32) {
-    for (var i = li; i < rows * width; i += THREADS) {
-        put(i, base, rows, width, stride, fetch(i, which, start, strides, first, count, rows, d0, width));
     }
 }
 

@@ -13,8 +13,7 @@ import torch.nn.functional as TF
 import webgrad as wg
 import webgrad.nn.functional as F
 from webgrad.backends.webgpu.kernels.attention import OTHER_ROWS, THREADS, attention_tiles
-from conftest import assert_close, check_op, randn, rng, tag, to_numpy, wg_tensor
-from test_nn_norm_layers import _count_dispatches
+from conftest import assert_close, check_op, dispatched_kernels, randn, rng, tag, to_numpy, wg_tensor
 
 
 def _sdpa(module, **kwargs):
@@ -174,7 +173,7 @@ def test_sdpa_is_one_kernel_forward_three_backward(masking, monkeypatch):
     q, k, v = (wg_tensor(randn(2, 3, n, 32), "webgpu", requires_grad=True) for n in (21, 30, 30))
     mask = wg_tensor(rng().random((21, 30)) < 0.8, "webgpu") if masking == "mask" else None
     g = wg_tensor(randn(2, 3, 21, 32), "webgpu")
-    kernels = _count_dispatches(monkeypatch)
+    kernels = dispatched_kernels(monkeypatch)
     out = F.scaled_dot_product_attention(q, k, v, mask, is_causal=masking == "causal")
     assert len(kernels) == 1, tag(f"forward took {len(kernels)} dispatches")
     out.backward(g)
