@@ -214,14 +214,13 @@ def test_reduce_with_more_outputs_than_one_grid_dimension():
     check_op(lambda t: t.sum(1), x, device="webgpu", grad=False)
 
 
-
 @pytest.mark.parametrize("op", ["sum", "mean", "amax", "argmax", "argmin"])
 def test_reductions_down_columns(op, monkeypatch):
     # adjacent outputs side by side, each a row apart (a Linear's bias gradient): a thread per
     # (output, chunk of rows), then the chunks' results reduced (from fewer elements than on a GPU)
     from webgrad.backends.webgpu.kernels import reduce
     monkeypatch.setattr(reduce, "COLUMN_FROM", 1 << 14)
-    cols, rows = int(rng().integers(64, 100)), 2 * int(rng().integers(200, 400))
+    cols, rows = int(rng().integers(64, 100)), 2 * int(rng().integers(256, 400))   # cols * rows / 2 >= 2**14
     x = randn(rows, cols) if op in ("sum", "mean") else distinct(rows, cols)
     every_other = wg_tensor(x, "webgpu")[::2]._view   # rows two rows apart: still a column reduction
     assert reduce._down_columns(every_other, (1,), (0,), cols, rows // 2)
