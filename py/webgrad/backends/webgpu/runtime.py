@@ -40,6 +40,7 @@ from .recording import Recording
 
 PARAMS_BYTES = 256   # one dispatch's parameter block (256 is also the largest legal offset alignment)
 PARAMS_WORDS = PARAMS_BYTES // 4
+TOO_MANY_WORDS = f"webgpu: kernel parameters exceed {PARAMS_WORDS} words (too many dimensions?)"
 ARENA_MIN_BYTES = 64 << 10   # 256 dispatches' parameters: eager work (MAX_QUEUED) never grows it
 # Raised from the WebGPU defaults to what the adapter offers; nothing else is requested.
 RAISED_LIMITS = ("max_storage_buffer_binding_size", "max_buffer_size", "max_storage_buffers_per_shader_stage",
@@ -271,18 +272,20 @@ class Runtime:
         return handle
 
     def dispatch(self, pipeline, storages, words, groups, refresh=None, elementwise=None):
-        """Queue one dispatch of `groups` workgroups (a count, or an (x, y, z) grid). refresh, when
-        given, recomputes the words for each replay of a recording (host-side state such as an
-        optimizer's step count or the random generator's position). elementwise: a map's, for fusion.py."""
-        if len(words) > PARAMS_WORDS:
-            raise RuntimeError(f"webgpu: kernel parameters exceed {PARAMS_WORDS} words "
-                               f"(too many dimensions?)")
+        """Queue one dispatch of `groups` workgroups (a count, or an (x, y, z) grid); words: its parameter
+        words, or its whole block as bytes. refresh, when given, recomputes the words for each replay (host
+        state: an optimizer's step count, the random generator's position). elementwise: a map's, for fusion.py."""
+        if type(words) is not bytes:   # (map's kernels pack their blocks whole: kernels/map.py)
+            if len(words) > PARAMS_WORDS:
+                raise RuntimeError(TOO_MANY_WORDS)
+            words = _BLOCKS[len(words)].pack(*words)
         offset = len(self._params)
         if offset + PARAMS_BYTES > self._arena_bytes:
             self._grow_arena(PARAMS_BYTES)
             offset = len(self._params)   # 0: the queue went with the old arena
-        self._params += _BLOCKS[len(words)].pack(*words)
-        handles, grid = tuple([s.handle for s in storages]), self._grid(groups)
+        self._params += words
+        handles = tuple([s.handle for s in storages])
+        grid = (groups, 1, 1) if type(groups) is int and groups <= self._max_groups else self._grid(groups)
         key, bind_groups = (self._layout_of[pipeline], handles), self.bind_groups
         self._queue.append((pipeline, bind_groups.ids.get(key) or bind_groups.add(key, pipeline), offset, grid))
         if self._recording is not None:

@@ -2,10 +2,12 @@
 scalars, one thread per element, for every backends.base.Elementwise."""
 import functools
 import math
+import struct
 from typing import Any, NamedTuple
 
 from .... import dtypes
 from ...base import View, contiguous_strides
+from ..runtime import PARAMS_BYTES, PARAMS_WORDS, TOO_MANY_WORDS
 from .common import buffer_request, check_gpu_dtype, check_not_uint8, fill, groups, word
 from .params import ParamBlock, u32
 
@@ -18,10 +20,20 @@ _OPERANDS = "abc"
 def map_params(nd, tensors, scalars):
     """The parameter block of a kernel over `tensors` tensor operands (their letters) and `scalars`
     scalar ones, strided over nd dims (0: all contiguous, read at offset + i). The offsets and
-    scalars change from call to call, so they come last (ParamBlock.packer)."""
+    scalars change from call to call, so they come last (block_packer's tail)."""
     strides = [u32(f"{x}_strides", nd) for x in ("out", *tensors)] if nd else []
     return ParamBlock(u32("numel"), *([u32("shape", nd)] if nd else []), *strides,
                       u32("offsets", 1 + len(tensors)), u32("scalars", scalars))
+
+
+def block_packer(head, tail_words):
+    """A parameter block packed whole at each dispatch, as runtime.dispatch takes it: (the bytes of its
+    leading words, fixed per kernel; a struct for the tail_words words given per call and the padding),
+    so head + tail.pack(*words) is the block: a dispatch packs only its offsets and scalars."""
+    words = len(head) + tail_words
+    if words > PARAMS_WORDS:
+        raise RuntimeError(TOO_MANY_WORDS)
+    return struct.pack(f"<{len(head)}I", *head), struct.Struct(f"<{tail_words}I{PARAMS_BYTES - 4 * words}x")
 
 
 class MapSpec(NamedTuple):
@@ -38,9 +50,9 @@ class MapSpec(NamedTuple):
 
 class _MapKernel:
     """What map works out once per key: the output's buffer size (and its name for a too-large
-    error), the number of elements, the parameter packer, the workgroups, the pipeline
-    (runtime.pipeline's arguments in compile until the first dispatch compiles it) and its MapSpec."""
-    __slots__ = ("nbytes", "what", "numel", "pack", "groups", "compile", "pipeline", "spec")
+    error), the number of elements, the parameter block's packing (block_packer), the workgroups, the
+    pipeline (runtime.pipeline's arguments in compile until the first dispatch compiles it) and its MapSpec."""
+    __slots__ = ("nbytes", "what", "numel", "head", "tail", "groups", "compile", "pipeline", "spec")
 
 
 class MapKernels:
@@ -72,8 +84,8 @@ class MapKernels:
         if kernel.numel:
             if kernel.pipeline is None:   # compiled after the allocation, which raises first if too large
                 kernel.pipeline = self.runtime.pipeline(*kernel.compile)
-            self.runtime.dispatch(kernel.pipeline, storages, kernel.pack(offsets, scalars), kernel.groups,
-                                  elementwise=(kernel.spec, offsets, scalars))
+            self.runtime.dispatch(kernel.pipeline, storages, kernel.head + kernel.tail.pack(*offsets, *scalars),
+                                  kernel.groups, elementwise=(kernel.spec, offsets, scalars))
         return storages[0]
 
     def _map_kernel(self, key, op, args, shape, compute, out_dtype, out):
@@ -92,7 +104,11 @@ class MapKernels:
         if nd:
             strides = {"shape": shape, "out_strides": out.strides if out is not None else contiguous_strides(shape)}
             strides.update({f"{x}_strides": v.strides for x, v in zip(letters, views)})
-        kernel.pack = params.packer(numel=kernel.numel, **strides)
+        # the block's words but the offsets and scalars (the last ones) are packed once
+        tail = 1 + len(kinds)
+        words = params.pack(numel=kernel.numel, **strides, offsets=[0] * (1 + len(views)),
+                            scalars=[0] * (len(kinds) - len(views)))
+        kernel.head, kernel.tail = block_packer(words[:-tail], tail)
         kernel.groups = groups(kernel.numel)
         pipeline_key = ("map", op.name, op.wgsl, compute.name, out_dtype.name, nd,
                         tuple("scalar" if kind is None else kind.name for kind in kinds))
