@@ -206,22 +206,25 @@ class Function:
         if _anomaly:
             _check_anomaly(ctx, [out], backward=False)
         if recording:
-            Tensor = _tensor.Tensor
-            tensors, needs_grad = [], False
+            # one pass over the inputs notes the node's edges and versions; they are dropped again
+            # where no input requires grad (no node: the rarer case, as _map asks records() first)
+            Tensor, versions = _tensor.Tensor, _versions
+            edges, noted, needs_grad = [], {}, False
             for a in args:
                 if isinstance(a, Tensor):
-                    tensors.append(a)
                     if a._base is not None and is_stale_view(a):   # (most are not views: no call)
                         _refresh_view(a)   # (which may make it require grad)
-                    needs_grad = needs_grad or a.requires_grad
+                    if a.requires_grad:
+                        needs_grad = True
+                        edges.append(a._ctx or a)
+                    else:
+                        edges.append(None)
+                    key = id(a._storage)
+                    noted[key] = versions.get(key, 0)
             if needs_grad:
-                edges, versions = ctx.edges, ctx.versions = [], {}
-                for t in tensors:
-                    edges.append((t._ctx or t) if t.requires_grad else None)
-                    key = id(t._storage)
-                    versions[key] = _versions.get(key, 0)
+                ctx.edges, ctx.versions = edges, noted
                 key = id(out._storage)
-                versions[key] = _versions.get(key, 0)
+                noted[key] = versions.get(key, 0)
                 # The graph's node is a new Tensor object: ctx may keep `out` for its backward, and
                 # ctx -> out -> ctx would be a reference cycle, its GPU buffers held until Python's
                 # garbage collector happens to run.
@@ -288,6 +291,49 @@ def _graph_order(root):
     return reversed(order)
 
 
+class WindowGrad:
+    """A gradient that is zero outside one window of its tensor: a slice's backward. The backward
+    pass keeps a tensor's windows apart until all have come, then writes them into one buffer
+    (_dense): split's pieces cost one write of the whole, as a concatenation, where a zero-filled
+    whole per piece and their sums would cost five."""
+    __slots__ = ("grad", "window", "shape")
+
+    def __init__(self, grad, window, shape):
+        self.grad, self.window, self.shape = grad, window, shape   # window: (starts, sizes, steps)
+
+
+def _boxes_disjoint(a, b):
+    return any(sa + na <= sb or sb + nb <= sa for sa, na, sb, nb in zip(a[0], a[1], b[0], b[1]))
+
+
+def _dense(g):
+    """A gradient as one Tensor: g itself, or a list of WindowGrads summed into the whole."""
+    if not isinstance(g, list):
+        return g
+    from .ops.creation import zeros
+    from .ops.movement import _slice_view, write_into
+    first, shape = g[0].grad, g[0].shape
+    unit_steps = all(set(w.window[2]) <= {1} for w in g)
+    disjoint = unit_steps and all(_boxes_disjoint(a.window, b.window) for i, a in enumerate(g) for b in g[:i])
+    if disjoint and sum(math.prod(w.window[1]) for w in g) == math.prod(shape):   # the pieces tile it
+        out = _tensor.Tensor(first.backend.empty(math.prod(shape), first.dtype), shape, first.dtype, first.device)
+    else:
+        out = zeros(shape, dtype=first.dtype, device=first.device)
+    for w in g:
+        target = _slice_view(out, *w.window)
+        write_into(target, w.grad if disjoint else target + w.grad)
+    return out
+
+
+def _accumulate(sum_so_far, g):
+    """The gradients for one node so far (a Tensor, a list of WindowGrads, or None) and g."""
+    if sum_so_far is None:
+        return [g] if isinstance(g, WindowGrad) else g
+    if isinstance(sum_so_far, list) and isinstance(g, WindowGrad):
+        return sum_so_far + [g]
+    return _dense(sum_so_far) + (_dense([g]) if isinstance(g, WindowGrad) else g)
+
+
 def backward(root, grad=None, retain_graph=False):
     global _unpacking
     from ._tensor import Tensor, ones_like
@@ -306,7 +352,7 @@ def backward(root, grad=None, retain_graph=False):
         for node in _graph_order(root_node):
             if id(node) not in grads:
                 continue
-            g = grads.pop(id(node))
+            g = _dense(grads.pop(id(node)))
             if isinstance(node, Tensor):         # a leaf: accumulate into .grad (dense, like the leaf,
                 node.grad = g.contiguous() if node.grad is None else node.grad + g   # not a broadcast view)
                 continue
@@ -327,6 +373,7 @@ def backward(root, grad=None, retain_graph=False):
             if not isinstance(input_grads, tuple):
                 input_grads = (input_grads,)
             if check:
+                input_grads = tuple(_dense([pg]) if isinstance(pg, WindowGrad) else pg for pg in input_grads)
                 _check_anomaly(node, input_grads, backward=True)
             tensors = [a for a in node.inputs if isinstance(a, Tensor)]
             for parent, edge, pg in zip(tensors, node.edges, input_grads):
@@ -336,7 +383,7 @@ def backward(root, grad=None, retain_graph=False):
                     raise RuntimeError(f"{type(node).__name__}.backward gave a gradient of shape "
                                        f"{pg.shape} for an input of shape {parent.shape}")
                 key = id(edge)
-                grads[key] = pg if key not in grads else grads[key] + pg
+                grads[key] = _accumulate(grads.get(key), pg)
             if not retain_graph:
                 node.release()
 

@@ -10,11 +10,11 @@ goes its own way, without a scatter (ops/masking.py).
 import math
 
 from .. import dtypes
-from ..autograd import Function
+from ..autograd import Function, WindowGrad
 from . import masking
 from .elementwise import where
 from .inplace import assign
-from .movement import _slice_view, view, write_into
+from .movement import _slice_view, view
 from .half import computes_in_float32
 from .._tensor import Tensor, _wrap_dim as wrap_dim, tensor_method
 
@@ -74,10 +74,7 @@ class _Slice(Function):
         return _slice_view(x, starts, sizes, steps)
 
     def backward(self, grad):
-        from .creation import zeros
-        out = zeros(self.in_shape, dtype=grad.dtype, device=grad.device)
-        write_into(_slice_view(out, *self.window), grad)
-        return out
+        return WindowGrad(grad, self.window, self.in_shape)
 
 
 def _slice(x, starts, sizes, steps):
