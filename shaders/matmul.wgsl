@@ -53,11 +53,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let m = params.m;
     let n = params.n;
     let start = product_start(wg.z);   // shaders/matmul_batch.wgsl
-    let a_at = start.a_at;
-    let b_at = start.b_at;
-    let split = start.split;
-    let k0 = start.k0;
-    let k = start.k;
     let row0 = wg.y * BM;
     let col0 = wg.x * BN;
     let tid = lid.y * WX + lid.x;
@@ -68,11 +63,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
 {{declare}}
     // Step t's slices are in registers before step t starts, so their loads overlap step t - BK.
 {{load_first}}
-    for (var t = k0; t < k; t += BK) {
+    for (var t = start.k0; t < start.k; t += BK) {
         let half = (t / BK) % 2u;
 {{stage}}
         workgroupBarrier();
-        if (t + BK < k) {
+        if (t + BK < start.k) {
 {{load_next}}
         }
 {{multiply}}

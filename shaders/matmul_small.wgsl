@@ -1,21 +1,31 @@
-// Batched matrix product out[b] = A[b] @ B[b] for small products on a software adapter: one thread
-// per output element, walking K one step at a time, with no workgroup memory and nothing unrolled.
+// Batched matrix product out[b] = A[b] @ B[b] on a software adapter (SwiftShader, lavapipe): each
+// thread computes TM x TN outputs, walking K one step at a time and reading its TM values of A and
+// TN of B straight from the operands, with no workgroup memory and no barriers. Why: a CPU
+// rasterizer runs a workgroup's invocations as the lanes of SIMD registers on one CPU thread and
+// reads each lane's word separately (from workgroup memory too), so staging a tile only adds a copy
+// and a barrier a step; what counts is multiply-adds per word read, TM x TN per TM + TN
+// (bench/NOTES.md, "MNIST MLP in the page without staging"). A toy model's products take it at 4x4
+// (kernels/matmul.py's MATMUL_SMALL, one pipeline for every layout): SwiftShader compiles it in well
+// under a second, a tiled variant in 1-7 s (bench/NOTES.md, "Small products in one kernel").
 // Its operands, parameters, grid, bias and epilogue are shaders/matmul.wgsl's (kernels/matmul.py
-// fills both; the loaders load_a / load_b are the tiled kernel's, read one element at a time), so a
-// product of any layout takes it: one pipeline per operand form, bias and element type, where each
-// staging order and vec4 choice is a tiled variant of its own. Why: SwiftShader compiles a tiled
-// variant in 1-7 s and this kernel in ~0.2 s, and a toy model's products are too small for tiling
-// to matter (bench/NOTES.md, "Small products in one kernel").
-// A workgroup covers a WY x WX block of the output; workgroup z = split * batches + batch, as there.
+// fills both), so a product of any layout takes it: one pipeline per operand form, bias, element
+// type and TM x TN, where each staging order and vec4 choice is a tiled variant of its own. A
+// strided operand is read at addresses worked out before the loop, the other forms through the
+// tiled kernel's loaders load_a / load_b an element at a time (kernels/matmul_small.py).
+// A workgroup covers a BM x BN block of the output; a thread's rows are lid.y + i * WY, its columns
+// lid.x + j * WX (neighbouring lanes read neighbouring words of B); workgroup z = split * batches +
+// batch, as there.
 {{bindings}}
 {{bias}}
 {{epilogue}}
 
 const WX: u32 = {{wx}}u;
 const WY: u32 = {{wy}}u;
-// The loaders' slot functions (unused here) speak of a staged slice: one element.
-const BM: u32 = WY;
-const BN: u32 = WX;
+const TM: u32 = {{tm}}u;
+const TN: u32 = {{tn}}u;
+const BM: u32 = WY * TM;
+const BN: u32 = WX * TN;
+// The loaders' slot functions (unused here) speak of a staged slice: one element deep.
 const BK: u32 = 1u;
 const THREADS: u32 = WX * WY;
 
@@ -26,23 +36,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     let m = params.m;
     let n = params.n;
     let start = product_start(wg.z);   // shaders/matmul_batch.wgsl
-    let a_at = start.a_at;
-    let b_at = start.b_at;
-    let split = start.split;
-    let k0 = start.k0;
-    let k = start.k;
-    let row0 = wg.y * WY;
-    let col0 = wg.x * WX;
-    let row = row0 + lid.y;
-    let col = col0 + lid.x;
-    var sum = 0.0;
-    for (var t = k0; t < k; t++) {
-        let a_rk = load_a(vec2(lid.y, 0u), row0, col0, t, a_at, m, n, k);
-        let b_kc = load_b(vec2(0u, lid.x), row0, col0, t, b_at, m, n, k);
-        sum = fma(a_rk, b_kc, sum);
+    let k = start.k;   // where this piece of K ends
+    let row0 = wg.y * BM;
+    let col0 = wg.x * BN;
+{{declare}}
+    for (var t = start.k0; t < k; t++) {
+{{multiply}}
     }
-    if (row < m && col < n) {
-        let at = wg.z * m * n + row * n;
-        {{store}}
-    }
+    let base = wg.z * m * n;
+{{store}}
 }

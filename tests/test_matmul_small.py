@@ -1,6 +1,7 @@
-"""The matmul family's small-product kernel (shaders/matmul_small.wgsl): on a software adapter, products
-of at most MATMUL_SMALL_MACS multiply-adds take it, in every layout through one pipeline, with torch's
-results for odd shapes, strided and transposed operands, batches, biases, empty and split K, epilogues."""
+"""The matmul family's unstaged kernel (shaders/matmul_small.wgsl): on a software adapter, products
+of at most MATMUL_SMALL_MACS multiply-adds take it at 4x4 outputs a thread, in every layout through one
+pipeline, with torch's results for odd shapes, strided and transposed operands, batches, biases,
+empty and split K, epilogues; larger products of strided operands take it with 8x8 outputs a thread."""
 import numpy as np
 import pytest
 import torch
@@ -32,9 +33,9 @@ def _sizes(count, high=12):
     return [int(v) for v in rng().integers(1, high, count)]
 
 
-def _layouts():
+def _layouts(high=6):
     """name -> (shape of a, shape of b, the product of the tensors made from them), odd sizes."""
-    m, k, n, batch = _sizes(4, 6)
+    m, k, n, batch = *_sizes(3, high), _sizes(1, 6)[0]
     return {
         "a @ b": ((m, k), (k, n), lambda a, b: a @ b),
         "a.T @ b": ((k, m), (k, n), lambda a, b: a.T @ b),
@@ -134,3 +135,32 @@ def test_small_convolutions_read_windows_through_the_same_loaders(plans):
     forms = {tuple(form if isinstance(form, str) else form[0] for form in key[1:3]) for _, key, _ in plans}
     assert {("strided", "window"), ("split_k", "window")} <= forms, forms
     assert all(tiles == matmul_kernels.MATMUL_SMALL for tiles, _, _ in plans), plans
+
+
+@pytest.mark.parametrize("name", list(_layouts()))
+def test_larger_strided_products_take_8x8_outputs_a_thread(name, plans, monkeypatch):
+    """Past the bound (here 0), strided products take the kernel with 8x8 outputs a thread, a thread's
+    rows of A and columns of B addressed before its loop (kernels/matmul_small.py): sizes that leave
+    partial blocks at the edges, against torch, the gradients' products too."""
+    monkeypatch.setattr(matmul_kernels, "MATMUL_SMALL_MACS", 0)
+    sa, sb, fn = _layouts(high=90)[name]
+    check_op(fn, randn(*sa), randn(*sb), device="webgpu")
+    assert plans and all(not tiles.staged and tiles.tm * tiles.tn == 64 for tiles, _, _ in plans), plans
+
+
+@pytest.mark.parametrize("bias_dim", [-1, -2])
+def test_unstaged_bias_and_staged_convolution_windows(bias_dim, plans, monkeypatch):
+    """An unstaged product's bias along its rows or columns; a convolution's products (windows, a K
+    of two dims) keep the staged tiles, whose loaders run once a staged word."""
+    monkeypatch.setattr(matmul_kernels, "MATMUL_SMALL_MACS", 0)
+    m, k, n = _sizes(3, 90)
+    a, b, bias = randn(m, k), randn(n, k), randn(n if bias_dim == -1 else m)
+    out = matmul_with_bias(wg_tensor(a, "webgpu"), wg_tensor(b, "webgpu").T, wg_tensor(bias, "webgpu"), bias_dim)
+    expected = a.astype(np.float64) @ b.T + (bias if bias_dim == -1 else bias[:, None])
+    assert_close(out.numpy(), expected, atol=1e-4, rtol=1e-4)
+    x, w = randn(2, 3, 9, 8), randn(5, 3, 3, 3)
+    check_op(lambda x, w: wg.nn.functional.conv2d(x, w, padding=1), x, w, device="webgpu",
+             torch_fn=lambda x, w: torch.nn.functional.conv2d(x, w, padding=1))
+    staged = {tiles.staged for tiles, key, _ in plans if key[1] == key[2] == "strided"}
+    windows = {tiles.staged for tiles, key, _ in plans if "window" in (key[1][0], key[2][0])}
+    assert staged == {False} and windows == {True}, plans

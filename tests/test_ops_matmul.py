@@ -104,7 +104,7 @@ def test_matmul_every_tile_size_and_layout(tiles, layout, sizes, monkeypatch):
     edge, with each operand staged along its contiguous dim; multiples of 4 take the vec4 loads
     (along K, or along M / N for the transposed views)."""
     from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
-    monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda m, n, batch, is_software, workgroup_limit: matmul_kernels.MatmulTiles(*tiles))
+    monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda *_: matmul_kernels.MatmulTiles(*tiles))
     monkeypatch.setattr(matmul_kernels, "MATMUL_SMALL_MACS", 0)   # these tiles even for a small product
     m, k, n = (int(v) * (4 if sizes != "any" else 1) for v in rng().integers(1, 50 if sizes != "any" else 200, size=3))
     a = randn(k, m) if layout.startswith("a.T") else randn(m, k)
@@ -177,7 +177,7 @@ def test_tile_choice_fits_the_adapter_for_any_shape():
 def test_matmul_with_bias_in_the_same_kernel(tiles, bias_dim, monkeypatch):
     from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
     from webgrad.ops.matmul import matmul_with_bias
-    monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda m, n, batch, is_software, workgroup_limit: matmul_kernels.MatmulTiles(*tiles))
+    monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda *_: matmul_kernels.MatmulTiles(*tiles))
     monkeypatch.setattr(matmul_kernels, "MATMUL_SMALL_MACS", 0)   # these tiles even for a small product
     batch, m, k, n = 3, *(int(v) for v in rng().integers(1, 150, size=3))
     a, b, bias = randn(batch, m, k), randn(k, n), randn(n if bias_dim == -1 else m)
@@ -212,7 +212,7 @@ def test_matmul_split_along_k_as_on_a_gpu(tiles, layout, monkeypatch):
     than the others."""
     from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
     from webgrad.ops.matmul import matmul_with_bias
-    monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda m, n, batch, is_software, workgroup_limit: matmul_kernels.MatmulTiles(*tiles))
+    monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda *_: matmul_kernels.MatmulTiles(*tiles))
     monkeypatch.setattr(matmul_kernels, "MATMUL_SMALL_MACS", 0)   # these tiles even for a small product
     gpu_rule = matmul_kernels.matmul_splits
     monkeypatch.setattr(matmul_kernels, "matmul_splits", lambda m, n, k, batch, t, is_software: gpu_rule(m, n, k, batch, t, False))

@@ -1,6 +1,6 @@
 """The matmul family (shaders/matmul.wgsl): register-tiled batched products of strided operands,
 with the bias added in the store, K split where a product has too few tiles, epilogues from fusion.py;
-a software adapter's small products through shaders/matmul_small.wgsl, a thread per output."""
+a software adapter's through shaders/matmul_small.wgsl, which reads its operands unstaged."""
 import collections
 import functools
 import math
@@ -13,17 +13,17 @@ from .common import check_gpu_dtype, fill, groups
 # The tilings (matmul_tuning.py), by their names here too, as the tests and the bench use them.
 from .matmul_tuning import (MATMUL_GROUPS, MATMUL_MAX_SPLITS, MATMUL_MIN_SPLIT_K, MATMUL_SPLIT_BELOW,  # noqa: F401
                             MATMUL_SPLIT_FROM_K, MatmulTiles, MatmulTuner, matmul_splits, matmul_tiles)
+from .matmul_small import unstaged_slots
 from .params import ParamBlock, i32, u32
 
 # Operand layouts and products planned (_strided_layout, _plan) and kept; past this many the least
 # recently used go.
 MATMUL_PLANS_KEPT = 512
 # On a software adapter, a product of at most MATMUL_SMALL_MACS multiply-adds over all batches (a toy
-# model's) takes shaders/matmul_small.wgsl: a thread per output, one pipeline for every layout, where
-# SwiftShader compiles each tiled variant in 1-7 s, it in ~0.2 s; past it the tiles' faster multiply-adds win
-# (bench/NOTES.md).
+# model's) takes shaders/matmul_small.wgsl at 4x4 outputs a thread: one pipeline for every layout,
+# compiled in well under a second by SwiftShader; past it the table's 8x8 win (bench/NOTES.md).
 MATMUL_SMALL_MACS = 1 << 18
-MATMUL_SMALL = MatmulTiles(4, 16, 1, 1, 1)
+MATMUL_SMALL = MatmulTiles(4, 16, 4, 4, 1)
 
 
 class MatmulOperand(collections.namedtuple("MatmulOperand", "storage form along_k wide fields batch_strides")):
@@ -201,18 +201,31 @@ def _as_f32(value, kind, element):
 
 def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wide, b_wide, element="f32", out="f32",
                    epilogue=None):
-    """shaders/matmul.wgsl with each thread's per-element work unrolled over named variables;
-    forms and staging orders as in MatmulOperand; bias_along: None, "col" or "row" (the bias vector
-    follows the output's columns or rows); a_wide / b_wide: the operand is read as vec4s; element:
-    the operands' and bias's WGSL element type (f32, or f16 read into f32: the sums are f32 either
-    way), out: the result's (f32 for a split K's pieces)."""
+    """shaders/matmul.wgsl (matmul_small.wgsl for unstaged tiles), each thread's work unrolled over named
+    variables; forms and staging orders as in MatmulOperand; bias_along: None, "col" or "row" (the bias
+    follows the output's columns or rows); a_wide / b_wide: the operand is read as vec4s; element: the
+    operands' and bias's WGSL type (f32, or f16 read into f32), out: the result's (f32 for split K)."""
     wx, wy, tm, tn, bk = tiles
+    write = ("out[at + {}] = " + ("{};" if out == "f32" else f"{out}({{}});") if epilogue is None
+             else "store_epilogue(at + {}, {});")   # (a MatmulEpilogue)
+    bias = "" if bias_along is None else (
+        "fn bias_at(i: u32, split: u32) -> f32 {\n"
+        f"    return select(0.0, {_as_f32('bias[params.bias_offset + i * params.bias_stride]', 'f32', element)}, "
+        "split == 0u);\n}")
+    shared = dict(bias=bias, bindings=_bindings(a_wide, b_wide, bias_along, epilogue, element, out),
+                  loaders=(_tile_loader("a", a_form, a_along_k, a_wide, element) + "\n" +
+                           _tile_loader("b", b_form, not b_along_k, b_wide, element)),
+                  wx=str(wx), wy=str(wy), tm=str(tm), tn=str(tn), epilogue=getattr(epilogue, "function", ""))
+    params = matmul_params(_kind(a_form), _kind(b_form), epilogue)
+    if not tiles.staged:   # a thread's TM x TN outputs from its rows of A and columns of B (matmul_small.py)
+        rows, cols = [f"row0 + {i}u * WY + lid.y" for i in range(tm)], [f"col0 + {j}u * WX + lid.x" for j in range(tn)]
+        store = _store(rows, cols, lambda r, c: f"acc{r}_{c}", bias_along, write)
+        return fill("matmul_small", params, ("matmul_batch",), **shared, store=_block(store, 4),
+                    **unstaged_slots(rows, cols, a_form, b_form, lambda x, at: _as_f32(f"{x}[{at}]", "f32", element)))
     a_loads = wy * tm * bk // (wx * wy) // (4 if a_wide else 1)
     b_loads = wx * tn * bk // (wx * wy) // (4 if b_wide else 1)
     runs_m, runs_n = range(tm // 4), range(tn // 4)
     acc = [(g * 4 + i, j) for g in runs_m for i in range(4) for j in runs_n]
-    write = ("out[at + {}] = " + ("{};" if out == "f32" else f"{out}({{}});") if epilogue is None
-             else "store_epilogue(at + {}, {});")   # (a MatmulEpilogue)
     declare = [f"let sa{q} = a_slot(tid, {q}u);" for q in range(a_loads)]
     declare += [f"let sb{q} = b_slot(tid, {q}u);" for q in range(b_loads)]
     declare += [f"var na{q} = {'vec4<f32>()' if a_wide else '0.0'};" for q in range(a_loads)]
@@ -220,8 +233,8 @@ def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wi
     declare += [f"var acc{r}_{j} = vec4<f32>();" for r, j in acc]
 
     def load(t):
-        return ([f"na{q} = load_a(sa{q}, row0, col0, {t}, a_at, m, n, k);" for q in range(a_loads)] +
-                [f"nb{q} = load_b(sb{q}, row0, col0, {t}, b_at, m, n, k);" for q in range(b_loads)])
+        return ([f"na{q} = load_a(sa{q}, row0, col0, {t}, start.a_at, m, n, start.k);" for q in range(a_loads)] +
+                [f"nb{q} = load_b(sb{q}, row0, col0, {t}, start.b_at, m, n, start.k);" for q in range(b_loads)])
     # The staged slices are [k][m] and [k][n] in runs of 4: a vec4 read along M or N is one staged
     # vec4, a vec4 read along K one float into each of 4 staged rows.
     if a_wide and not a_along_k:
@@ -250,40 +263,29 @@ def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wi
         multiply += [f"acc{r}_{j} = fma(vec4(a{r // 4}{name}.{'xyzw'[r % 4]}), b{j}{name}, acc{r}_{j});"
                      for r, j in acc]
     multiply += [] if unrolled else ["}"]
-    store = []
-    for g in runs_m:
-        for i in range(4):
-            store.append(f"if (row0 + {g * 4}u * WY + lid.y * 4u + {i}u < m) {{")
-            store.append(f"    let at = base + (row0 + {g * 4}u * WY + lid.y * 4u + {i}u) * n;")
-            for j in runs_n:
-                for lane in range(4):
-                    col = f"col0 + {j * 4}u * WX + lid.x * 4u + {lane}u"
-                    row = f"row0 + {g * 4}u * WY + lid.y * 4u + {i}u"
-                    value = f"acc{g * 4 + i}_{j}.{'xyzw'[lane]}"
-                    if bias_along:
-                        value += f" + bias_at({col if bias_along == 'col' else row}, split)"
-                    store.append(f"    if ({col} < n) {{ {write.format(col, value)} }}")
-            store.append("}")
+    store = _store([f"row0 + {g * 4}u * WY + lid.y * 4u + {i}u" for g in runs_m for i in range(4)],
+                   [f"col0 + {j * 4}u * WX + lid.x * 4u + {lane}u" for j in runs_n for lane in range(4)],
+                   lambda r, c: f"acc{r}_{c // 4}.{'xyzw'[c % 4]}", bias_along, write)
+    return fill("matmul", params, ("matmul_batch",), **shared, bk=str(bk), declare=_block(declare, 4),
+                load_first=_block(load("start.k0"), 4), stage=_block(stage, 8), load_next=_block(load("t + BK"), 12),
+                multiply=_block(multiply, 8), store=_block(store, 4))
 
-    def block(lines, indent):
-        return "\n".join(" " * indent + line for line in lines)
-    bias = "" if bias_along is None else (
-        "fn bias_at(i: u32, split: u32) -> f32 {\n"
-        f"    return select(0.0, {_as_f32('bias[params.bias_offset + i * params.bias_stride]', 'f32', element)}, "
-        "split == 0u);\n}")
-    loaders = (_tile_loader("a", a_form, a_along_k, a_wide, element) + "\n" +
-               _tile_loader("b", b_form, not b_along_k, b_wide, element))
-    if tiles == MATMUL_SMALL:   # the kernel's variables row and col are what bias_along names
-        return fill("matmul_small", matmul_params(_kind(a_form), _kind(b_form), epilogue), ("matmul_batch",),
-                    bias=bias, loaders=loaders, bindings=_bindings(a_wide, b_wide, bias_along, epilogue, element, out),
-                    wx=str(wx), wy=str(wy),
-                    epilogue=getattr(epilogue, "function", ""),
-                    store=write.format("col", "sum" + (f" + bias_at({bias_along}, split)" if bias_along else "")))
-    return fill("matmul", matmul_params(_kind(a_form), _kind(b_form), epilogue), ("matmul_batch",), bias=bias,
-                loaders=loaders, bindings=_bindings(a_wide, b_wide, bias_along, epilogue, element, out),
-                wx=str(wx), wy=str(wy), tm=str(tm), tn=str(tn), bk=str(bk), epilogue=getattr(epilogue, "function", ""),
-                declare=block(declare, 4), load_first=block(load("k0"), 4), stage=block(stage, 8),
-                load_next=block(load("t + BK"), 12), multiply=block(multiply, 8), store=block(store, 4))
+
+def _block(lines, indent):
+    return "\n".join(" " * indent + line for line in lines)
+
+
+def _store(rows, cols, value, bias_along, write):
+    """WGSL storing a thread's outputs: rows and cols, its rows' and columns' global indices;
+    value(r, c), its accumulator at the r-th of them and the c-th; the bias added, edges skipped."""
+    lines = []
+    for r, row in enumerate(rows):
+        lines += [f"if ({row} < m) {{", f"    let at = base + ({row}) * n;"]
+        for c, col in enumerate(cols):
+            bias = f" + bias_at({col if bias_along == 'col' else row}, start.split)" if bias_along else ""
+            lines.append(f"    if ({col} < n) {{ {write.format(col, value(r, c) + bias)} }}")
+        lines.append("}")
+    return lines
 
 
 def _bindings(a_wide, b_wide, bias_along, epilogue, element="f32", out="f32"):
@@ -326,8 +328,8 @@ def _plan(a, b, m, n, k, batch, bias_at, tiles, splits, element="f32"):
     threads = tiles.wx * tiles.wy
     a_form, a_along_k, a_wide, a_fields, a_batch_strides = a
     b_form, b_along_k, b_wide, b_fields, b_batch_strides = b
-    if tiles == MATMUL_SMALL:   # read an element at a time: its one kernel serves every staging order
-        a_along_k = b_along_k = False
+    if not tiles.staged:   # read an element at a time: its one kernel serves every staging order
+        a_along_k = b_along_k = a_wide = b_wide = False
     a_wide = a_wide and tiles.wy * tiles.tm * tiles.bk % (4 * threads) == 0
     b_wide = b_wide and tiles.wx * tiles.tn * tiles.bk % (4 * threads) == 0
     bias_offset, bias_stride, bias_along = bias_at or (0, 0, None)
@@ -356,7 +358,8 @@ class MatmulKernels:
             return self._empty((*batch, m, n), dtype)
         if k == 0:
             return self._empty_product((*batch, m, n), bias, bias_dim, dtype)
-        tiles = matmul_tiles(m, n, count, self.is_software, self.runtime.limits["max_compute_workgroup_storage_size"])
+        tiles = matmul_tiles(m, n, count, self.is_software, self.runtime.limits["max_compute_workgroup_storage_size"],
+                             a.form == b.form == "strided")
         if self.is_software and count * m * n * k <= MATMUL_SMALL_MACS:
             tiles = MATMUL_SMALL
         splits = matmul_splits(m, n, k, count, tiles, self.is_software)

@@ -46,8 +46,12 @@ class MatmulTiles(collections.namedtuple("MatmulTiles", "wx wy tm tn bk")):
     outputs, stepping bk along K."""
 
     @property
+    def staged(self):   # BK 1: shaders/matmul_small.wgsl, which reads the operands where they are
+        return self.bk > 1
+
+    @property
     def workgroup_bytes(self):   # two halves of padded A and B slices, vec4 rows
-        return 2 * self.bk * (self.wy * self.tm // 4 + 1 + self.wx * self.tn // 4 + 1) * 16
+        return 2 * self.bk * (self.wy * self.tm // 4 + 1 + self.wx * self.tn // 4 + 1) * 16 if self.staged else 0
 
 
 # Measured on an H100 over Vulkan (bench/matmul.py --sweep, bench/NOTES.md): by outputs over all
@@ -63,7 +67,11 @@ _MATMUL_BY_SIZE = ((2048 * 2048, MatmulTiles(16, 16, 8, 8, 8)),    # 128 x 128
 # 32 x 32 and 16 x 16 tiles, 4x4 per thread, 64 x 128, and workgroups of one subgroup measured
 # slower, BK 4 as fast as 8 and half the compile (bench/NOTES.md, "MNIST in the page against TF.js
 # WebGL"). By the output's short side, so that a conv's 16 or 32 channels do not fill a 64-row tile
-# with zeros: 64, 32 or 16 along it.
+# with zeros: 64, 32 or 16 along it. Products of strided operands take the same tiles unstaged (BK 1,
+# shaders/matmul_small.wgsl): each lane's read is a gather, from workgroup memory too, so staging only
+# adds reads and barriers once the addresses are worked out before the loop (the MLP step ~1.25x);
+# a convolution's windows keep the staged tiles, whose loaders run 8x less often than unstaged ones
+# (bench/NOTES.md, "MNIST MLP in the page without staging").
 _MATMUL_SOFTWARE = ((33, MatmulTiles(8, 8, 8, 8, 4)),     # 64 x 64
                     (17, MatmulTiles(16, 4, 8, 8, 8)),    # 32 x 128
                     (0, MatmulTiles(16, 2, 8, 8, 8)))     # 16 x 128
@@ -74,9 +82,11 @@ def _oriented(tiles, m, n):
     return tiles if m <= n else tiles._replace(wx=tiles.wy, wy=tiles.wx, tm=tiles.tn, tn=tiles.tm)
 
 
-def matmul_tiles(m, n, batch, is_software, workgroup_limit=16384):
+def matmul_tiles(m, n, batch, is_software, workgroup_limit=16384, strided=True):
+    """A product's tiles; strided: both operands are strided views (MatmulOperand's forms)."""
     if is_software:
-        return _oriented(next(tiles for least, tiles in _MATMUL_SOFTWARE if min(m, n) >= least), m, n)
+        tiles = _oriented(next(tiles for least, tiles in _MATMUL_SOFTWARE if min(m, n) >= least), m, n)
+        return tiles._replace(bk=1) if strided else tiles   # unstaged where its reads are cheap (see above)
     oriented = ((least, _oriented(tiles, m, n)) for least, tiles in _MATMUL_BY_SIZE)
     fits = (tiles for least, tiles in oriented
             if batch * m * n >= least and tiles.workgroup_bytes <= workgroup_limit
