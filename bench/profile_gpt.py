@@ -23,6 +23,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gpt  # bench/gpt.py: the configs, the model, the step
+from profile_replay import TimedSubmits  # bench/profile_replay.py
 import webgrad as wg
 from webgrad import nn
 from webgrad.backends.webgpu.runtime import PARAMS_BYTES
@@ -59,24 +60,6 @@ def describe(key, block, grid, handles, sizes):
     return grid + (f", out {out // 4:,}" if out else "")
 
 
-class _TimedSubmits:
-    """The driver, with its submits counted and their host time summed."""
-
-    def __init__(self, driver):
-        self._driver, self.seconds, self.count = driver, 0.0, 0
-
-    def submit(self, *args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return self._driver.submit(*args, **kwargs)
-        finally:
-            self.seconds += time.perf_counter() - start
-            self.count += 1
-
-    def __getattr__(self, name):
-        return getattr(self._driver, name)
-
-
 def build(dims):
     n_layer, n_head, n_embd, block, batch = dims
     config = nn.GPTConfig(block_size=block, vocab_size=gpt.VOCAB, n_layer=n_layer, n_head=n_head, n_embd=n_embd)
@@ -94,7 +77,7 @@ def build(dims):
 def wall(train, offsets, steps):
     """Per replayed step: wall seconds, seconds in the step's Python, of which in submits; submits."""
     runtime = wg.get_backend("webgpu").runtime
-    timed = runtime.driver = _TimedSubmits(runtime.driver)
+    timed = runtime.driver = TimedSubmits(runtime.driver)
     python = 0.0
     try:
         start = time.perf_counter()

@@ -19,11 +19,11 @@ import webgrad as wg
 from webgrad import nn
 
 
-class _TimedSubmits:
-    """The driver, with the time spent in its submit summed."""
+class TimedSubmits:
+    """The driver, with its submits counted and their host time summed."""
 
     def __init__(self, driver):
-        self._driver, self.seconds = driver, 0.0
+        self._driver, self.seconds, self.count = driver, 0.0, 0
 
     def submit(self, *args, **kwargs):
         start = time.perf_counter()
@@ -31,6 +31,7 @@ class _TimedSubmits:
             return self._driver.submit(*args, **kwargs)
         finally:
             self.seconds += time.perf_counter() - start
+            self.count += 1
 
     def __getattr__(self, name):
         return getattr(self._driver, name)
@@ -55,7 +56,7 @@ def profile(name, batch_size, steps, read_every):
     for i in range(3):
         train(windows[i]).item()
     runtime = wg.get_backend("webgpu").runtime
-    timed = runtime.driver = _TimedSubmits(runtime.driver)
+    timed = runtime.driver = TimedSubmits(runtime.driver)
     python = submits = reads = 0.0
     start = time.perf_counter()
     try:

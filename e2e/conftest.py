@@ -1,6 +1,7 @@
 """End-to-end fixtures: the built site, a local server, Debian's headless Chromium (e2e/browser.py),
 and pages that may not reach anything beyond localhost."""
 import contextlib
+import json
 import os
 import re
 
@@ -67,6 +68,18 @@ def opened_view(browser, url, view, timeout_s, seed, size=(1400, 1000)):
 def text(page, testid):
     """The text of the element with that data-testid."""
     return page.text_content(f"[data-testid={testid}]")
+
+
+def printed_json(page, source, marker, timeout_s=45):
+    """Runs source in the playground's code panel (Run) and returns the JSON it prints after marker
+    (source ends with print(marker, json.dumps(...)))."""
+    page.fill("[data-testid=code]", source)
+    page.click("[data-testid=run-code]")
+    wait_for(page, f"document.querySelector('[data-testid=output]').textContent.includes({marker!r})"
+                   f" || document.querySelector('[data-testid=status]').textContent.includes('error')", timeout_s)
+    out = text(page, "output")
+    assert marker in out, out
+    return json.loads(out.split(marker, 1)[1].strip().splitlines()[0])
 
 
 def wait_for_text(page, testid, pattern, timeout_s, seed):

@@ -2,9 +2,7 @@
 device (browser WebGPU through bridge.js, SwiftShader here), as natively (wgpu-py). float32:
 SwiftShader has no shader-f16, so autocast float16 cannot run in this page; the gated update and
 GradScaler's ops are the same either way."""
-import json
-
-from e2e.conftest import text, wait_for
+from e2e.conftest import printed_json
 
 PROGRAM = '''
 import webgrad as wg
@@ -34,13 +32,7 @@ def run():
 
 def test_whole_amp_step_under_jit_as_natively(page, open_playground):
     open_playground()
-    page.fill("[data-testid=code]", PROGRAM + "\nimport json\nprint('AMP', json.dumps(run()))\n")
-    page.click("[data-testid=run-code]")
-    wait_for(page, "document.querySelector('[data-testid=output]').textContent.includes('AMP')"
-                   " || document.querySelector('[data-testid=status]').textContent.includes('error')", 45)
-    out = text(page, "output")
-    assert "AMP" in out, out
-    in_page = json.loads(out.split("AMP", 1)[1].strip().splitlines()[0])
+    in_page = printed_json(page, PROGRAM + "\nimport json\nprint('AMP', json.dumps(run()))\n", "AMP")
     native = {}
     exec(PROGRAM, native)
     expected = native["run"]()

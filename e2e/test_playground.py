@@ -1,9 +1,8 @@
 """The playground page end to end, in headless Chromium (WebGPU on SwiftShader here)."""
-import json
 import os
 
 from e2e.browser import code_text, code_text_js
-from e2e.conftest import pause, steps, text, wait_for
+from e2e.conftest import pause, printed_json, steps, text, wait_for
 
 
 XOR = "#dataset=xor&noise=0&ratio=50&batch=16&hidden=8,8&activation=tanh&lr=0.03&optimizer=adam&l2=0&seed=1"
@@ -151,13 +150,7 @@ def test_kernel_parity_with_native(page, open_playground):
     with open(os.path.join(os.path.dirname(__file__), "parity_suite.py")) as f:
         suite = f.read()
     open_playground()
-    page.fill("[data-testid=code]", suite + "\nimport json\nprint('PARITY', json.dumps(run('webgpu')))\n")
-    page.click("[data-testid=run-code]")
-    wait_for(page, "document.querySelector('[data-testid=output]').textContent.includes('PARITY')"
-                   " || document.querySelector('[data-testid=status]').textContent.includes('error')", 45)
-    out = text(page, "output")
-    assert "PARITY" in out, out
-    in_page = json.loads(out.split("PARITY", 1)[1].strip().splitlines()[0])
+    in_page = printed_json(page, suite + "\nimport json\nprint('PARITY', json.dumps(run('webgpu')))\n", "PARITY")
 
     from e2e import parity_suite
     native = parity_suite.run("webgpu")   # `make test` installs lavapipe, so native webgpu exists
