@@ -21,7 +21,10 @@
 // no gradient (lse -inf), as torch.
 // Parameters (kernels/attention.py's ATTENTION_PARAMS): `batch` rows of the `dims` - 2 leading dims
 // `shape` (then L, S); `queries` L, `keys` S, `head` E, `value_head` Ev; q, k, v, mask and dout are
-// read through their `dims` strides from `offsets` (q, k, v, mask, dout); `mask_kind` 0 none, 1 bool
+// read through their `dims` strides from `offsets` (q, k, v, mask, dout); the entry's output (forward:
+// out, which delta reads back; dq: dq; dkv: dk) is written through `out_strides`, dkv's dv through
+// `dv_strides` from `dv_at` (their head dim contiguous: each in its operand's layout, which the op
+// picks, so a transposed view's output is a view too); `mask_kind` 0 none, 1 bool
 // (True attends), 2 float (added); `causal` 1: key s only for queries l >= s; `scale`.
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<storage, read> q: array<f32>;
@@ -64,6 +67,8 @@ struct Place {
     v: Operand,
     mask: Operand,
     dout: Operand,
+    out: Operand,   // the entry's output (col 1)
+    dv: Operand,
 }
 
 // The workgroup's batch and first row, for blocks of `size` of `rows` rows (kept apart from Place:
@@ -82,7 +87,8 @@ fn place(batch: u32) -> Place {
                    Operand(params_offsets(1u), params_k_strides(row), params_k_strides(col)),
                    Operand(params_offsets(2u), params_v_strides(row), params_v_strides(col)),
                    Operand(params_offsets(3u), params_mask_strides(row), params_mask_strides(col)),
-                   Operand(params_offsets(4u), params_dout_strides(row), params_dout_strides(col)));
+                   Operand(params_offsets(4u), params_dout_strides(row), params_dout_strides(col)),
+                   Operand(0u, params_out_strides(row), 1u), Operand(params.dv_at, params_dv_strides(row), 1u));
     var rest = batch;
     for (var d = row; d > 0u; d--) {
         let size = params_shape(d - 1u);
@@ -93,6 +99,8 @@ fn place(batch: u32) -> Place {
         at.v.start += pos * params_v_strides(d - 1u);
         at.mask.start += pos * params_mask_strides(d - 1u);
         at.dout.start += pos * params_dout_strides(d - 1u);
+        at.out.start += pos * params_out_strides(d - 1u);
+        at.dv.start += pos * params_dv_strides(d - 1u);
     }
     return at;
 }
@@ -191,7 +199,7 @@ fn delta(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let flat = b.x * params.queries + row;
     var total = 0.0;
     for (var e = 0u; e < params.value_head; e++) {
-        total = fma(load(3u, element(at.dout, row, e)), saved[flat * params.value_head + e], total);
+        total = fma(load(3u, element(at.dout, row, e)), saved[element(at.out, row, e)], total);
     }
     out[params.stats_at + 2u * flat] = saved[params.lse_at + flat];
     out[params.stats_at + 2u * flat + 1u] = total;

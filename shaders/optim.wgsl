@@ -19,12 +19,15 @@
 // bindings ({{...}} below): the bindings and grad_of, and the entry point's loads, its call of the
 // function and its stores. Parameters: kernels/optim.py's optim_params.
 //
-// A gated update (a GradScaler's step: nothing is read back) also binds `gate`, two f32 at
+// A gated update (a GradScaler's step: nothing is read back) also binds `gate`, three f32 at
 // `gate_offset`: whether the gradients overflowed (then the entry point returns, leaving parameters and
-// state as they were, as torch skips the step) and the step count after this step, kept on the device
-// because a skipped step does not advance it. There a hyperparameter that depends on the count comes
-// from the function `<kind>_<name>` below, given `step_count` and the other hyperparameters by name, in f32
-// (the record's value, worked out on the host in double precision, is the ungated update's).
+// state as they were, as torch skips the step), the step count after this step, kept on the device
+// because a skipped step does not advance it, and the factor each gradient is read times (the
+// scaler's 1 / scale where the gradients are still scaled, else 1; where it is not 1 the gradient is
+// written back times it, as torch's fused updates leave the gradients unscaled). There a
+// hyperparameter that depends on the count comes from the function `<kind>_<name>` below, given
+// `step_count` and the other hyperparameters by name, in f32 (the record's value, worked out on the
+// host in double precision, is the ungated update's).
 
 {{bindings}}
 

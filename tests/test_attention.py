@@ -75,6 +75,66 @@ def test_sdpa_layouts(device):
              fd_points=6)
 
 
+def _gpt_heads(x, heads):
+    """nanoGPT's q, k, v: (B, H, T, hd) views of the (B, T, 3C) projection."""
+    batch, time, channels = x.shape[0], x.shape[1], x.shape[2] // 3
+    return [t.view(batch, time, heads, channels // heads).transpose(1, 2) for t in x.split(channels, dim=2)]
+
+
+@pytest.mark.parametrize("heads,head", [(3, 16), (2, 40), (1, 128)])
+def test_sdpa_gpt_views(heads, head, device):
+    """The GPT's transposed views go in as they are; out comes back in torch's layout (a view of
+    (B, T, H, hd)) and the way back, y.transpose(1, 2).contiguous().view(B, T, C), matches torch's,
+    values and the projection's gradient."""
+    x, grad = randn(2, 13, 3 * heads * head), randn(2, 13, heads * head)
+
+    def step(module, x):
+        y = module.nn.functional.scaled_dot_product_attention(*_gpt_heads(x, heads), is_causal=True)
+        return y, y.transpose(1, 2).contiguous().view(x.shape[0], x.shape[1], -1)
+    tx = torch.tensor(x, requires_grad=True)
+    ty, tz = step(torch, tx)
+    tz.backward(torch.tensor(grad))
+    wx = wg_tensor(x, device, requires_grad=True)
+    wy, wz = step(wg, wx)
+    wz.backward(wg_tensor(grad, device))
+    if device == "webgpu":
+        assert wy.stride() == ty.stride(), tag(f"out's strides {wy.stride()}, torch's {ty.stride()}")
+    assert_close(to_numpy(wz), tz.detach().numpy())
+    assert_close(to_numpy(wx.grad), tx.grad.numpy())
+
+
+def test_sdpa_gpt_views_copy_nothing(monkeypatch):
+    """Around the kernels, the GPT's attention copies nothing: forward the attention kernel alone
+    (the transpose back is a view), backward its three and one write per piece of the projection's
+    gradient (split's backward)."""
+    heads, head = 2, 16
+    x = wg_tensor(randn(2, 9, 3 * heads * head), "webgpu", requires_grad=True)
+    grad = wg_tensor(randn(2, 9, heads * head), "webgpu")
+    kernels = dispatched_kernels(monkeypatch)
+    y = F.scaled_dot_product_attention(*_gpt_heads(x, heads), is_causal=True)
+    y = y.transpose(1, 2).contiguous().view(2, 9, heads * head)
+    assert len(kernels) == 1, tag(f"forward took {len(kernels)} dispatches")
+    y.backward(grad)
+    assert len(kernels) == 1 + 3 + 3, tag(f"backward took {len(kernels) - 1} dispatches")
+
+
+def test_sdpa_other_layouts(device):
+    """Inputs in other dim orders (rows outermost, heads innermost but for the head's dims; a key
+    broadcast over the batch): values and gradients as torch's, and out in torch's layout."""
+    def rows_first(q, k, v):   # (L, B, H, E) -> (B, H, L, E) views
+        return [t.permute(1, 2, 0, 3) for t in (q, k, v)]
+    check_op(lambda q, k, v: F.scaled_dot_product_attention(*rows_first(q, k, v)), randn(11, 2, 3, 24),
+             randn(7, 2, 3, 24), randn(7, 2, 3, 20), device=device,
+             torch_fn=lambda q, k, v: TF.scaled_dot_product_attention(*rows_first(q, k, v)), fd_points=6)
+    if device == "webgpu":   # (the numpy reference writes out contiguous)
+        q, tq = wg_tensor(randn(11, 2, 3, 24), device).permute(1, 2, 0, 3), torch.zeros(11, 2, 3, 24).permute(1, 2, 0, 3)
+        assert F.scaled_dot_product_attention(q, q, q).stride() == TF.scaled_dot_product_attention(tq, tq, tq).stride()
+    check_op(lambda q, k, v: F.scaled_dot_product_attention(q, k.expand(3, 2, 9, 16), v.transpose(0, 1)),
+             randn(3, 2, 5, 16), randn(1, 2, 9, 16), randn(2, 3, 9, 16), device=device,
+             torch_fn=lambda q, k, v: TF.scaled_dot_product_attention(q, k.expand(3, 2, 9, 16), v.transpose(0, 1)),
+             fd_points=6)
+
+
 @pytest.mark.parametrize("L,S", [(0, 5), (3, 0)])
 def test_sdpa_empty(L, S, device):
     """No queries, or no keys (every output 0, as torch)."""

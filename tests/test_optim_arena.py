@@ -69,23 +69,32 @@ def test_more_parameters_than_one_dispatch_binds(device, monkeypatch):
         _assert_close(ours, theirs)
 
 
-def test_gradients_sharing_a_buffer_and_strided_ones(device):
+@pytest.mark.parametrize("scale", [None, 4.0])
+def test_gradients_sharing_a_buffer_and_strided_ones(device, scale):
     """Gradients that are views of one tensor (read where they lie, at their offsets), a transposed
-    one, and a parameter's own values as its gradient (which the update overwrites)."""
+    one, and a parameter's own values as its gradient (which the update overwrites). Scaled ones,
+    given inv_grad_scale (GradScaler's step), are left unscaled where they lie, the transposed too."""
     ours, theirs = _pair(device)
     opt, topt = optim.SGD(ours, lr=0.1, momentum=0.9), torch.optim.SGD(theirs, lr=0.1, momentum=0.9)
     for _ in range(3):
         flat = randn(sum(p.numel() for p in ours) + 3)
-        at, flat_ours, flat_theirs = 3, wg.tensor(flat, device=device), torch.tensor(flat)
+        at, flat_ours, flat_theirs = 3, wg.tensor(flat * (scale or 1), device=device), torch.tensor(flat)
         for p, t in zip(ours, theirs):
             n = p.numel()
             p.grad, t.grad = flat_ours[at:at + n].view(p.shape), flat_theirs[at:at + n].view(t.shape)
             at += n
         ours[0].grad, theirs[0].grad = ours[0].grad.T.contiguous().T, theirs[0].grad.T.contiguous().T
-        ours[1].grad, theirs[1].grad = ours[1].detach(), theirs[1].detach().clone()
+        if scale is None:
+            ours[1].grad, theirs[1].grad = ours[1].detach(), theirs[1].detach().clone()
+        else:
+            opt.found_inf, opt.inv_grad_scale = wg.tensor(0.0, device=device), wg.tensor(1 / scale, device=device)
         opt.step()
+        opt.__dict__.pop("found_inf", None)
+        opt.__dict__.pop("inv_grad_scale", None)
         topt.step()
         _assert_close(ours, theirs)
+        if scale is not None:
+            _assert_close([p.grad for p in ours], [t.grad for t in theirs], "unscaled gradient")
 
 
 def test_parameters_changed_under_the_optimizer_behave_as_torch(device):
@@ -177,18 +186,27 @@ def test_gated_steps_are_skipped_on_the_device_as_torch_skips_them(device, name)
     """Given an overflow check (found_inf, as GradScaler.step hands it), each optimizer steps as
     torch's where it is zero and leaves parameters, state and step counts as they were where it is
     not (inf or NaN counts alike), past what one dispatch binds too; plain steps after it go on
-    counting on the device."""
+    counting on the device. Given the gradients times a scale and its inverse (inv_grad_scale), the
+    update unscales them as it reads them, and leaves them unscaled where it steps (scaled where not)."""
     ours, theirs = _pair(device, [(3, 2)] * 20 + [(5,)] * 25)
     opt, topt = getattr(optim, name)(ours, **RICH[name]), getattr(torch.optim, name)(theirs, **RICH[name])
-    for found in (0.0, 1.0, 0.0, float("nan"), 0.0, None):
+    for found, scale in ((0.0, None), (1.0, 8.0), (0.0, 4.0), (float("nan"), None), (0.0, 0.5), (None, None)):
         _set_grads(ours, theirs, device)
+        expected = [t.grad.numpy() * (scale if scale and found else 1) for t in theirs]
         if found is not None:
             opt.found_inf = wg.tensor(found, device=device)
+        if scale is not None:
+            opt.inv_grad_scale = wg.tensor(1 / scale, device=device)
+            for p in ours:
+                p.grad.mul_(scale)
         opt.step()
         opt.__dict__.pop("found_inf", None)
+        opt.__dict__.pop("inv_grad_scale", None)
         if not found:
             topt.step()
         _assert_close(ours, theirs)
+        for k, (p, grad) in enumerate(zip(ours, expected)):
+            np.testing.assert_array_equal(p.grad.cpu().numpy(), grad, err_msg=tag(f"gradient {k} after step"))
         _assert_state_matches(opt, topt, ours, theirs)
     assert opt._step_supports_amp_scaling
 

@@ -5,8 +5,14 @@ skips the step where they overflowed. The scale, the count of clean steps and th
 (one norm reduction over the gradients) live on the device. webgrad's optimizers take the check as
 a tensor and skip their step on the device (optim/optimizer.py: their step counts live there
 too), as torch's fused ones do, so nothing is read and a whole AMP training step runs under wg.jit.
-An optimizer whose step is its own (without `_step_supports_amp_scaling`) has the check read and
-is stepped only where it is clean, as torch does; that read keeps its step() out of wg.jit.
+Where unscale_ was not called, they also take the scale's inverse and unscale each gradient as
+their fused update reads it, as torch's fused ones take grad_scale, writing it back unscaled as
+torch's do (left scaled where the step is skipped, as torch's): no pass over the gradients but the
+check is spent. unscale_ (for code that reads the gradients before step, as clipping does)
+divides them in place, and the update then reads them as they are.
+An optimizer whose step is its own (without `_step_supports_amp_scaling`) has its gradients
+unscaled in place and the check read, and is stepped only where it is clean, as torch does; that
+read keeps its step() out of wg.jit.
 """
 from .. import autograd, dtypes
 from .._tensor import Tensor
@@ -74,38 +80,24 @@ class GradScaler:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
         if state["stage"] is _STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        state["found_inf_per_device"] = self._unscale_grads(optimizer)
-        state["stage"] = _UNSCALED
-
-    def _unscale_grads(self, optimizer):
-        from ..nn.utils import get_total_norm
-        from ..ops.unary import isfinite
-        by_device, seen = {}, set()
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                g = p.grad
-                if g is None:
-                    continue
-                if g.dtype is dtypes.float16:
-                    raise ValueError("Attempting to unscale FP16 gradients.")
-                place = (id(g._storage), g._offset, g.shape, g._strides)
-                if place not in seen:   # a gradient tensor two parameters share is divided once
-                    seen.add(place)
-                    by_device.setdefault(g.device, []).append(g)
-        found = {}
+        by_device, _ = _grads_by_device(optimizer)
         with autograd.no_grad():
             for device, grads in by_device.items():
-                inv_scale = self._scale.to(device).reciprocal()
+                inv_scale = self._inverse_scale(device)
                 for g in grads:
                     g.mul_(inv_scale)
-                # one reduction: the sum of |g| over all of them is finite exactly when every element is
-                # (short of a sum past float32's range, itself a sign the scale is too large)
-                found[device] = (~isfinite(get_total_norm(grads, 1.0))).float()
-        return found
+        state["found_inf_per_device"] = _found_inf(by_device)
+        state["stage"] = _UNSCALED
+
+    def _inverse_scale(self, device):
+        """1 / scale, on device (the factor that unscales a gradient)."""
+        with autograd.no_grad():
+            return self._scale.to(device).reciprocal()
 
     def step(self, optimizer, *args, **kwargs):
         """optimizer.step(*args, **kwargs) unless a gradient holds inf or NaN (unscaling them first
-        where unscale_ was not called); returns what it returns, or None when skipped."""
+        where unscale_ was not called: in the fused update, for webgrad's optimizers); returns what
+        it returns, or None when skipped."""
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
         if "closure" in kwargs:
@@ -114,19 +106,29 @@ class GradScaler:
         state = self._state(optimizer)
         if state["stage"] is _STEPPED:
             raise RuntimeError("step() has already been called since the last update().")
-        if state["stage"] is _READY:
-            self.unscale_(optimizer)
+        fused = getattr(optimizer, "_step_supports_amp_scaling", False)   # skips its step on the device
+        folded = False   # whether its update unscales the gradients as it reads them
+        if state["stage"] is _READY:   # nothing read the gradients since backward
+            # as torch, fp16 gradients are allowed there (the update computes in f32); a gradient two
+            # parameters share would be unscaled twice by the update, which writes it back unscaled
+            by_device, shared = _grads_by_device(optimizer, allow_fp16=fused)
+            folded = fused and not shared
+            if folded:
+                state["found_inf_per_device"] = _found_inf(by_device)
+            else:
+                self.unscale_(optimizer)
         found = state["found_inf_per_device"]
         if not found:
             raise AssertionError("No inf checks were recorded for this optimizer.")
         result = None
-        if getattr(optimizer, "_step_supports_amp_scaling", False):   # skips its step on the device
+        if fused:
             first, *others = (f.to(self._scale.device) for f in found.values())
             optimizer.found_inf = sum(others, first)
+            optimizer.inv_grad_scale = self._inverse_scale(self._scale.device) if folded else None
             try:
                 result = optimizer.step(*args, **kwargs)
             finally:
-                del optimizer.found_inf
+                del optimizer.found_inf, optimizer.inv_grad_scale
         else:
             _check_not_recording(found)
             if not sum(f.item() for f in found.values()):   # the one read
@@ -229,6 +231,35 @@ class GradScaler:
             if self._scale is not None:
                 self._scale.fill_(self._init_scale)
                 self._growth_tracker.fill_(self._init_growth_tracker)
+
+
+def _grads_by_device(optimizer, allow_fp16=False):
+    """optimizer's gradients by device, each gradient tensor once, and whether two parameters share one."""
+    by_device, seen, shared = {}, set(), False
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            g = p.grad
+            if g is None:
+                continue
+            if g.dtype is dtypes.float16 and not allow_fp16:
+                raise ValueError("Attempting to unscale FP16 gradients.")
+            place = (id(g._storage), g._offset, g.shape, g._strides)
+            shared |= place in seen
+            if place not in seen:
+                seen.add(place)
+                by_device.setdefault(g.device, []).append(g)
+    return by_device, shared
+
+
+def _found_inf(by_device):
+    """device -> 1.0 where a gradient there holds inf or NaN, else 0.0 (a 0-d float32 tensor). One
+    reduction a device: the sum of |g| over all of them is finite exactly when every element is
+    (short of a sum past float32's range, itself a sign the scale is too large). Scaling by a finite
+    positive scale keeps an element finite or not, so scaled gradients give the same answer."""
+    from ..nn.utils import get_total_norm
+    from ..ops.unary import isfinite
+    with autograd.no_grad():
+        return {device: (~isfinite(get_total_norm(grads, 1.0))).float() for device, grads in by_device.items()}
 
 
 def _check_not_recording(devices):

@@ -189,9 +189,11 @@ class Backend:
         contiguous View (in none of the regions' buffers). hyper() gives the step's hyperparameters
         as update's record; it runs once per call, and again at each jit replay, so learning-rate
         changes and step counts reach replayed steps. gate (a GradScaler's step), a float32 View of
-        two elements: whether the gradients overflowed (nonzero: leave everything as it is) and the
-        step count after this step; then hyper(step_count) gives the record at that count (or
-        hyper() one whose step-dependent values go unused, where the kernel works them out itself)."""
+        three elements: whether the gradients overflowed (nonzero: leave everything as it is), the
+        step count after this step, and the factor each gradient is read times (where it is not 1,
+        each gradient is also left times it, as torch's fused updates leave them unscaled); then
+        hyper(step_count) gives the record at that count (or hyper() one whose step-dependent values
+        go unused, where the kernel works them out itself)."""
         raise NotImplementedError
 
     # The norm of contiguous gradient Views together, in parts: (storage, count) of partials (of the
@@ -225,6 +227,9 @@ class Backend:
     # causal: key s only for queries l >= s. Returns one storage: out (*B, L, Ev), then each query's
     # log-sum-exp (*B, L). Backward, from out's gradient and that storage: (dq storage, a storage of
     # dk (*B, S, E) then dv (*B, S, Ev)); storages may run on past what they hold ----
+    # layouts: (out, dq, dk, dv)'s strides, which a backend with attention_layouts writes them
+    # through (a transposed view's results then view the transpose back), others write contiguous
     attention_max_head = None   # the largest E and Ev attention() takes (None: any)
-    def attention(self, q, k, v, mask, causal, scale): raise NotImplementedError
-    def attention_backward(self, grad, q, k, v, saved, mask, causal, scale): raise NotImplementedError
+    attention_layouts = False
+    def attention(self, q, k, v, mask, causal, scale, layouts=None): raise NotImplementedError
+    def attention_backward(self, grad, q, k, v, saved, mask, causal, scale, layouts=None): raise NotImplementedError

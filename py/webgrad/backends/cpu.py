@@ -190,9 +190,11 @@ class CPUBackend(Backend):
         regions (changed in place); float hyperparameters are rounded to the arena's dtype, as the
         kernel's are to f32. A float16 arena is updated in float32 and rounded as it is stored back,
         as the kernel does. Gated: nothing where the gate says the gradients overflowed, else the
-        record at the gate's step count."""
+        record at the gate's step count, and each gradient read times the gate's factor (and left
+        times it, where it is not 1)."""
+        factor = None
         if gate is not None:
-            overflowed, step_count = self.view(gate).reshape(-1)[:2].tolist()
+            overflowed, step_count, factor = self.view(gate).reshape(-1)[:3].tolist()
             if overflowed:
                 return
         stored = [self.view(region) for region in regions]
@@ -202,9 +204,13 @@ class CPUBackend(Backend):
                           if kind == "f32"})
         for start, grad in segments:
             end = start + grad.numel()
+            stored_grad = self.view(grad).reshape(-1)
+            g = stored_grad.astype(param.dtype, copy=False)
             with np.errstate(all="ignore"):
-                update.numpy(np, param[start:end], self.view(grad).reshape(-1).astype(param.dtype, copy=False),
-                             {name: state[start:end] for name, state in zip(states, kept)}, h)
+                if factor is not None and factor != 1:   # in float32, as the kernel multiplies
+                    g = g * param.dtype.type(factor)
+                    stored_grad[...] = g
+                update.numpy(np, param[start:end], g, {name: state[start:end] for name, state in zip(states, kept)}, h)
         for region, values in zip(stored, working):
             if values is not region:
                 region[...] = values
@@ -279,7 +285,7 @@ class CPUBackend(Backend):
             out[padding_idx] = 0
         return out.reshape(-1)
 
-    def attention(self, q, k, v, mask, causal, scale):
+    def attention(self, q, k, v, mask, causal, scale, layouts=None):
         """shaders/attention.wgsl's forward in full: out, then lse (-inf where every key is masked)."""
         s = self._scores(q, k, mask, causal, scale)
         top = s.max(-1, keepdims=True, initial=-np.inf)
@@ -290,7 +296,7 @@ class CPUBackend(Backend):
             lse = np.where(total > 0, top + np.log(total), -np.inf)
         return np.concatenate([out.reshape(-1), lse.reshape(-1)]).astype(out.dtype)
 
-    def attention_backward(self, grad, q, k, v, saved, mask, causal, scale):
+    def attention_backward(self, grad, q, k, v, saved, mask, causal, scale, layouts=None):
         a, b, c, dout = self.view(q), self.view(k), self.view(v), self.view(grad)
         numel = math.prod(dout.shape)
         out, lse = saved[:numel].reshape(dout.shape), saved[numel:numel + numel // dout.shape[-1]]

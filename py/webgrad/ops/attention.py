@@ -24,19 +24,46 @@ from .._tensor import Tensor
 _MASKED_SCORE = -3.4028234663852886e38
 
 
+def _strides_like(shape, like):
+    """The strides of a fresh tensor of `shape` with its dims in the order of tensor `like`'s (largest
+    stride outermost, broadcast dims outside, the last dim innermost), as torch's attention lays out
+    its output: the GPT's (B, H, T, hd) views of (B, T, 3C) give a view of (B, T, H, hd)."""
+    def outer_first(d):
+        return -math.inf if like._strides[d] == 0 else -like._strides[d]
+    strides, step = [0] * len(shape), 1
+    for d in reversed(sorted(range(len(shape) - 1), key=outer_first) + [len(shape) - 1]):
+        strides[d] = step
+        step *= shape[d]
+    return tuple(strides)
+
+
 class _Attention(Function):
+    """out, dq, dk and dv each in its operand's layout where the backend takes layouts (else contiguous):
+    then a transposed view's output and gradients are views, and the transposes back cost no copy."""
+
     def forward(self, q, k, v, mask, causal, scale):
         self.q, self.k, self.v, self.mask, self.causal, self.scale = q, k, v, mask, causal, scale
+        out_shape = q.shape[:-1] + (v.shape[-1],)
+        self.layouts = None
+        if q.backend.attention_layouts:
+            self.layouts = tuple(_strides_like(shape, like)
+                                 for shape, like in ((out_shape, q), (q.shape, q), (k.shape, k), (v.shape, v)))
         self.saved = q.backend.attention(q._view, k._view, v._view, None if mask is None else mask._view, causal,
-                                         scale)
-        return Tensor(self.saved, q.shape[:-1] + (v.shape[-1],), q.dtype, q.device)
+                                         scale, self.layouts)
+        return Tensor(self.saved, out_shape, q.dtype, q.device, self._strides(0))
 
     def backward(self, grad):
         q, k, v, mask = self.q, self.k, self.v, self.mask
         dq, dkv = q.backend.attention_backward(grad._view, q._view, k._view, v._view, self.saved,
-                                               None if mask is None else mask._view, self.causal, self.scale)
-        return (Tensor(dq, q.shape, q.dtype, q.device), Tensor(dkv, k.shape, k.dtype, k.device),
-                Tensor(dkv, v.shape, v.dtype, v.device, offset=k.numel()), None)
+                                               None if mask is None else mask._view, self.causal, self.scale,
+                                               self.layouts)
+        return (Tensor(dq, q.shape, q.dtype, q.device, self._strides(1)),
+                Tensor(dkv, k.shape, k.dtype, k.device, self._strides(2)),
+                Tensor(dkv, v.shape, v.dtype, v.device, self._strides(3), k.numel()), None)
+
+    def _strides(self, which):
+        """out's (0), dq's, dk's or dv's (3) strides; None: contiguous."""
+        return None if self.layouts is None else self.layouts[which]
 
 
 def attention_weights(query, key, attn_mask=None, is_causal=False, scale=None):

@@ -13,7 +13,10 @@ because a replayed step (webgrad.jit) calls it again without running step().
 A GradScaler's step is gated instead (torch's fused optimizers take its overflow check the same
 way, as the tensor `found_inf`): nothing is read back, so the step is skipped on the device where
 the gradients overflowed, and the step count lives there, in a gate shared by the parameters that
-step together: two float32 [overflowed, step count], state["step"] a view of the second. A
+step together: three float32 [overflowed, step count, gradient factor], state["step"] a view of the
+second. The factor is the GradScaler's 1 / scale where it has not unscaled the gradients itself
+(`inv_grad_scale`; torch's fused optimizers take the scale as `grad_scale`), else 1: the fused
+update multiplies each gradient by it as it reads it, and leaves it so, as torch's do. A
 parameter whose count has moved to the device keeps it there, and its later steps are gated too.
 
 An optimizer subclass declares `update` (and counts_steps, where torch keeps no step) and supplies:
@@ -119,13 +122,14 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        found_inf = getattr(self, "found_inf", None)   # set by GradScaler.step for this call
+        # set by GradScaler.step for this call: the overflow check, and 1 / scale where it left the gradients scaled
+        found_inf, inv_grad_scale = getattr(self, "found_inf", None), getattr(self, "inv_grad_scale", None)
         with no_grad():
             for group in self.param_groups:
-                self._step_group(group, found_inf)
+                self._step_group(group, found_inf, inv_grad_scale)
         return loss
 
-    def _step_group(self, group, found_inf):
+    def _step_group(self, group, found_inf, inv_grad_scale):
         params = [p for p in unique(group["params"]) if p.grad is not None]
         if not params:
             return
@@ -138,7 +142,7 @@ class Optimizer:
             if fresh:
                 state = self._new_state(p, arenas)
             arena, gate = arenas.of[id(p)], self._gates.get(id(p))
-            if found_inf is None and gate is None:
+            if found_inf is None and inv_grad_scale is None and gate is None:
                 together.setdefault((arena, state.get("step"), fresh), []).append((p, state))
             else:   # SGD counts no steps: its gate's count starts at whether it has stepped
                 start = ("gate", id(gate)) if gate is not None else ("count", state.get("step", float(not fresh)))
@@ -146,7 +150,7 @@ class Optimizer:
         for (arena, _, fresh), members in together.items():
             self._update(group, arena, members, fresh)
         for (arena, (_, start)), members in gated.items():
-            self._update_gated(group, arena, members, start, found_inf)
+            self._update_gated(group, arena, members, start, found_inf, inv_grad_scale)
 
     def _update(self, group, arena, members, fresh):
         update, states = self.update, [state for _, state in members]
@@ -162,10 +166,11 @@ class Optimizer:
         segments = [(arena.start[id(p)], _gradient(p, arena)._view) for p, _ in members]
         arena.regions[0].backend.optimizer_step(update, [r._view for r in arena.regions], arena.names, segments, hyper)
 
-    def _update_gated(self, group, arena, members, start, found_inf):
-        """members' update, skipped on the device where found_inf is nonzero."""
+    def _update_gated(self, group, arena, members, start, found_inf, inv_grad_scale):
+        """members' update, skipped on the device where found_inf is nonzero, their gradients read
+        times inv_grad_scale (where given)."""
         gate = self._gate_of(group, members, start)
-        overflowed, step_count = gate[0], gate[1]
+        overflowed, step_count, grad_factor = gate[0], gate[1], gate[2]
         if found_inf is None:
             overflowed.fill_(0.0)
             step_count.add_(1.0)
@@ -173,12 +178,21 @@ class Optimizer:
             clean = (found_inf.to(gate.device) == 0).float()
             overflowed.copy_(1 - clean)
             step_count.add_(clean)
+        if inv_grad_scale is None:
+            grad_factor.fill_(1.0)
+        else:
+            grad_factor.copy_(inv_grad_scale.to(gate.device).reshape(()))
 
         def hyper(step_count=1.0):   # the record at a count read back (cpu); webgpu's kernel reads the gate
             return self.update.record(**self._hyper(group, step_count, step_count == 1))
-        segments = [(arena.start[id(p)], _gradient(p, arena)._view) for p, _ in members]
-        arena.regions[0].backend.optimizer_step(self.update, [r._view for r in arena.regions], arena.names, segments,
-                                                hyper, gate=gate._view)
+        read = [(p, _gradient(p, arena)) for p, _ in members]
+        arena.regions[0].backend.optimizer_step(self.update, [r._view for r in arena.regions], arena.names,
+                                                [(arena.start[id(p)], g._view) for p, g in read], hyper,
+                                                gate=gate._view)
+        if inv_grad_scale is not None:   # the update left the gradients it read unscaled: copies too
+            for p, g in read:
+                if g is not p.grad:
+                    write_into(p.grad, g)
 
     def _gate_of(self, group, members, start):
         """The gate members step with: theirs, or a new one at step count `start` where they have
@@ -187,7 +201,7 @@ class Optimizer:
         gate = self._gates.get(id(first))
         if gate is not None and sum(self._gates.get(id(p)) is gate for p in unique(group["params"])) == len(members):
             return gate
-        made = zeros(2, dtype=dtypes.float32, device=first.device)
+        made = zeros(3, dtype=dtypes.float32, device=first.device)
         if gate is None:
             made[1].fill_(start)
         else:

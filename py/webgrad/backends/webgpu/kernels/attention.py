@@ -20,7 +20,8 @@ ATTENTION_PARAMS = ParamBlock(
     u32("batch"), u32("dims"), u32("queries"), u32("keys"), u32("head"), u32("value_head"), f32("scale"),
     u32("mask_kind"), u32("causal"), u32("lse_at"), u32("stats_at"), u32("dv_at"),
     u32("shape", "dims"), u32("q_strides", "dims"), u32("k_strides", "dims"), u32("v_strides", "dims"),
-    u32("mask_strides", "dims"), u32("dout_strides", "dims"), u32("offsets", 5))
+    u32("mask_strides", "dims"), u32("dout_strides", "dims"), u32("out_strides", "dims"), u32("dv_strides", "dims"),
+    u32("offsets", 5))
 
 Q, K, V, DOUT = range(4)   # shaders/attention.wgsl's operand numbers
 
@@ -60,32 +61,37 @@ def attention_tiles(nq, nv, workgroup_bytes=WORKGROUP_BYTES):
 
 class AttentionKernels:
     attention_max_head = ATTENTION_MAX_HEAD
+    attention_layouts = True   # out, dq, dk and dv written through the strides the op gives
 
-    def attention(self, q, k, v, mask, causal, scale):
+    def attention(self, q, k, v, mask, causal, scale, layouts):
+        """layouts: the strides of out, dq, dk and dv (ops/attention.py's; the forward uses out's)."""
         check_gpu_dtype(q.dtype, "attention of")
         batch, queries = math.prod(q.shape[:-2]), q.shape[-2]
         numel = batch * queries * v.shape[-1]
         saved = self._empty((numel + batch * queries,), q.dtype)   # out, then lse
         # dout and saved are bound (q again), unread
         inputs = [q.storage, k.storage, v.storage, _mask_storage(q, mask), q.storage, q.storage]
-        self._attention("forward", [saved, *inputs], q, k, v, mask, None, causal, scale, lse_at=numel)
+        self._attention("forward", [saved, *inputs], q, k, v, mask, None, causal, scale, layouts[0], lse_at=numel)
         return saved
 
-    def attention_backward(self, grad, q, k, v, saved, mask, causal, scale):
+    def attention_backward(self, grad, q, k, v, saved, mask, causal, scale, layouts):
         batch, (queries, head), keys = math.prod(q.shape[:-2]), q.shape[-2:], k.shape[-2]
         inputs = [q.storage, k.storage, v.storage, _mask_storage(q, mask), grad.storage]
         dq_numel, dk_numel = batch * queries * head, batch * keys * head
         dq = self._empty((dq_numel + 2 * batch * queries,), q.dtype)   # dq, then the rows' (lse, D)
         dkv = self._empty((dk_numel + batch * keys * v.shape[-1],), q.dtype)   # dk, then dv
         offsets = dict(lse_at=batch * queries * v.shape[-1], stats_at=dq_numel, dv_at=dk_numel)
-        self._attention("delta", [dq, *inputs, saved], q, k, v, mask, grad, causal, scale, **offsets)
-        self._attention("dkv", [dkv, *inputs, dq], q, k, v, mask, grad, causal, scale, **offsets)
-        self._attention("dq", [dq, *inputs, saved], q, k, v, mask, grad, causal, scale, **offsets)
+        out, dq_strides, dk, dv = layouts
+        self._attention("delta", [dq, *inputs, saved], q, k, v, mask, grad, causal, scale, out, **offsets)
+        self._attention("dkv", [dkv, *inputs, dq], q, k, v, mask, grad, causal, scale, dk, dv, **offsets)
+        self._attention("dq", [dq, *inputs, saved], q, k, v, mask, grad, causal, scale, dq_strides, **offsets)
         return dq, dkv
 
-    def _attention(self, entry, storages, q, k, v, mask, grad, causal, scale, lse_at=0, stats_at=0, dv_at=0):
+    def _attention(self, entry, storages, q, k, v, mask, grad, causal, scale, out_strides, dv_strides=None,
+                   lse_at=0, stats_at=0, dv_at=0):
         """One dispatch of `entry`, a workgroup per (batch, block of rows); q, k, v, mask and grad
-        share their leading (batch) dims."""
+        share their leading (batch) dims; out_strides: the entry's output's (delta: the forward's out,
+        read), dv_strides: dkv's dv."""
         batch_shape = q.shape[:-2]
         batch = math.prod(batch_shape)
         nq, nv = (-(-size // 4) for size in (q.shape[-1], v.shape[-1]))
@@ -102,7 +108,8 @@ class AttentionKernels:
             causal=int(causal), lse_at=lse_at, stats_at=stats_at, dv_at=dv_at,
             shape=(*batch_shape, q.shape[-2], k.shape[-2]), q_strides=q.strides, k_strides=k.strides,
             v_strides=v.strides, mask_strides=no_mask if mask is None else mask.strides,
-            dout_strides=no_mask if grad is None else grad.strides,
+            dout_strides=no_mask if grad is None else grad.strides, out_strides=out_strides,
+            dv_strides=no_mask if dv_strides is None else dv_strides,
             offsets=[t.offset if t is not None else 0 for t in (q, k, v, mask, grad)])
         pipeline = self.runtime.pipeline(
             ("attention", entry, nq, nv, tiles), lambda: _attention_source(entry, nq, nv, tiles),
@@ -182,13 +189,13 @@ def _accumulate(acc, count):
     return lines + ["}", "workgroupBarrier();"]
 
 
-def _store(acc, count, rows, base, size, factor):
-    """Writes acc{i}_{m} * factor for the thread's own rows below `rows`, from base(row)."""
+def _store(acc, count, rows, target, size, factor):
+    """Writes acc{i}_{m} * factor for the thread's own rows below `rows` through Operand at.{target}."""
     lines = []
     for i in R:
         lines += [f"if (first + r + {i}u * RG < {rows}) {{",
-                  f"    let row = at.batch * {rows} + first + r + {i}u * RG;"]
-        lines += [f"    put4({base}, {size}, c + {m}u * GROUPS, {acc}{i}_{m} * {factor});" for m in range(count)]
+                  f"    let base = at.{target}.start + (first + r + {i}u * RG) * at.{target}.row;"]
+        lines += [f"    put4(base, {size}, c + {m}u * GROUPS, {acc}{i}_{m} * {factor});" for m in range(count)]
         lines += ["}"]
     return lines
 
@@ -233,7 +240,7 @@ def _entry_body(entry, nq, nv, tiles):
         body += [f"let inverse{i} = select(0.0, 1.0 / sum{i}, sum{i} > 0.0);" for i in R]
         for i in R:
             body += [f"a{i}_{m} *= inverse{i};" for m in range(mv)]
-        body += _store("a", mv, "params.queries", "row * params.value_head", "params.value_head", "1.0")
+        body += _store("a", mv, "params.queries", "out", "params.value_head", "1.0")
         for i in R:
             body += [f"if (c == 0u && {own_row[i]} < params.queries) {{",
                      f"    out[params.lse_at + at.batch * params.queries + {own_row[i]}] = "
@@ -254,7 +261,7 @@ def _entry_body(entry, nq, nv, tiles):
                          f"s{i}{j} = select(0.0, exp(s{i}{j} - lse{i}) * (dp{i}{j} - delta{i}), !is_masked(s{i}{j}));"]
         loop += _weights("s", "k", tiles) + _accumulate("a", mq)
         body += ["    " + line for line in loop] + ["}"]
-        body += _store("a", mq, "params.queries", "row * params.head", "params.head", "params.scale")
+        body += _store("a", mq, "params.queries", "out", "params.head", "params.scale")
     else:
         queries, own = ("start", "params.queries"), ("first", "params.keys")
         body += _declare("s", "dp") + _declare("dk", count=mq) + _declare("dv", count=mv)
@@ -277,8 +284,8 @@ def _entry_body(entry, nq, nv, tiles):
         loop += _tile_fetch("q", Q, queries, tiles) + _weights("dp", "q", tiles)
         loop += _accumulate("dk", mq)
         body += ["    " + line for line in loop] + ["}"]
-        body += _store("dk", mq, "params.keys", "row * params.head", "params.head", "params.scale")
-        body += _store("dv", mv, "params.keys", "params.dv_at + row * params.value_head", "params.value_head", "1.0")
+        body += _store("dk", mq, "params.keys", "out", "params.head", "params.scale")
+        body += _store("dv", mv, "params.keys", "dv", "params.value_head", "1.0")
     return body
 
 

@@ -11,7 +11,9 @@ The update's parameter block and entry point come from the optimizer's FusedUpda
 (webgrad/optim/fused.py), which names the update's hyperparameters and state buffers: the entry
 point calls the WGSL function of the update's kind with every argument matched by name to that
 function's parameters, so the declaration and the WGSL cannot disagree on an order. A gated update
-(a GradScaler's step) also binds a gate, which skips it on the device and holds its step count."""
+(a GradScaler's step) also binds a gate, which skips it on the device, holds its step count and the
+factor each gradient is read times (the scaler's 1 / scale: the gradients are unscaled as read, and
+left unscaled, as torch's fused updates leave them)."""
 import functools
 import re
 
@@ -70,6 +72,11 @@ def _step_functions(update):
     return {name: parameters for name, parameters in found.items() if parameters is not None}
 
 
+def _grad_access(gated):
+    """How update's kernel binds the gradients: gated, it writes them back unscaled."""
+    return "read_write" if gated else "read"
+
+
 def _grad_bindings(binding_of, first, access, element):
     """The gradients' bindings, from `first` on, one per distinct buffer (binding_of: each segment's),
     of WGSL element type `element`."""
@@ -89,10 +96,11 @@ def _stored(value, element):
 
 def _optim_source(update, states, region_binding, binding_of, element, gated):
     """update's kernel: the arena's (each region's: region_binding), the gradients' (binding_of) and,
-    where gated, the gate's bindings, grad_of, and the entry point's body, which loads the element of
-    the parameter and each state, calls fn <kind> and stores them back. element: the parameters',
-    states' and gradients' WGSL element type (f16 is computed in f32, rounded as it is stored, as
-    torch does)."""
+    where gated, the gate's bindings, grad_of (gated, also set_grad), and the entry point's body,
+    which loads the element of the parameter and each state, calls fn <kind> and stores them back
+    (gated, the gradient's element too, times the gate's factor, where that is not 1). element: the
+    parameters', states' and gradients' WGSL element type (f16 is computed in f32, rounded as it is
+    stored, as torch does)."""
     parameters, step_functions = _parameters(update.kind), _step_functions(update)
     if parameters is None:
         raise RuntimeError(f"shaders/optim.wgsl has no fn {update.kind}")
@@ -105,14 +113,19 @@ def _optim_source(update, states, region_binding, binding_of, element, gated):
     arenas = max(region_binding) + 1
     lines = [f"@group(0) @binding({1 + b}) var<storage, read_write> arena_{b}: array<{element}>;"
              for b in range(arenas)]
-    lines += [*_grad_bindings(binding_of, 1 + arenas, "read", element), f"const SEGMENTS: u32 = {len(binding_of)}u;",
-             "fn grad_of(s: u32, at: u32) -> f32 {", "    switch s {"]
+    lines += [*_grad_bindings(binding_of, 1 + arenas, _grad_access(gated), element),
+              f"const SEGMENTS: u32 = {len(binding_of)}u;"]
     last = max(binding_of)
-    for b in range(last + 1):
-        cases = ", ".join([f"{s}u" for s, of in enumerate(binding_of) if of == b] + (["default"] if b == last else []))
-        lines.append(f"        case {cases}: {{ return {_f32(f'grad_{b}[at]', element)}; }}")
-    lines += ["    }", "}"]
+
+    def by_segment(signature, statement):   # fn signature { switch on the segment's binding b: statement(b) }
+        lines.extend([f"fn {signature} {{", "    switch s {"])
+        for b in range(last + 1):
+            cases = [f"{s}u" for s, of in enumerate(binding_of) if of == b] + (["default"] if b == last else [])
+            lines.append(f"        case {', '.join(cases)}: {{ {statement(b)} }}")
+        lines.extend(["    }", "}"])
+    by_segment("grad_of(s: u32, at: u32) -> f32", lambda b: f"return {_f32(f'grad_{b}[at]', element)};")
     if gated:
+        by_segment("set_grad(s: u32, at: u32, value: f32)", lambda b: f"grad_{b}[at] = {_stored('value', element)};")
         lines.append(f"@group(0) @binding({2 + arenas + last}) var<storage, read> gate: array<f32>;")
     regions = {name: f"arena_{b}[{r}u * params.region_stride + at]"
                for r, (name, b) in enumerate(zip(("param", *states), region_binding))}
@@ -124,8 +137,12 @@ def _optim_source(update, states, region_binding, binding_of, element, gated):
     arguments = {"param": "&param", "grad": "grad", **{s: f"&{s}" for s in update.states}, **hyper}
     if gated:
         body[:0] = ["    if (gate[params.gate_offset] != 0.0) { return; }   // the gradients overflowed: no step",
-                    "    let step_count = gate[params.gate_offset + 1u];"]
+                    "    let step_count = gate[params.gate_offset + 1u];",
+                    "    let factor = gate[params.gate_offset + 2u];",
+                    "    let unscaled = grad * factor;",
+                    "    if (factor != 1.0) { set_grad(s, params_grad_offsets(s) + i - begin, unscaled); }"]
         hyper["step_count"] = "step_count"
+        arguments["grad"] = "unscaled"
         arguments.update({name: f"{update.kind}_{name}({', '.join(hyper[p] for p in names)})"
                           for name, names in step_functions.items()})
     body.append(f"    {update.kind}({', '.join(arguments[p] for p in parameters)});")
@@ -219,6 +236,7 @@ class OptimKernels:
             raise TypeError(f"webgpu: an optimizer's gate must be float32, not {gate.dtype.name}")
         gates, at_gate = ([gate.storage], {"gate_offset": gate.offset}) if gated else ([], {})
         words = (PARAMS_WORDS - 2 - len(_floats(update)) - gated) // 3
+        grad_access = _grad_access(gated)
         record = []
         for run, storages, binding_of in _chunks([g for _, g in segments], self._free_bindings(len(arenas) + gated),
                                                  words):
@@ -226,7 +244,8 @@ class OptimKernels:
             key = ("optim", update.kind, update, states, region_binding, binding_of, element, gated)
             pipeline = self.runtime.pipeline(key, lambda b=binding_of: _optim_source(update, states, region_binding,
                                                                                      b, element, gated),
-                                             bindings=("read_write",) * len(arenas) + ("read",) * len(storages + gates))
+                                             bindings=("read_write",) * len(arenas) + (grad_access,) * len(storages)
+                                             + ("read",) * len(gates))
             ends, total = [], 0
             for i in run:
                 total += segments[i][1].numel()
