@@ -80,5 +80,8 @@ def test_training_matches_torch(device):
             o.step()
             record.append(loss.item())
     assert_close(np.array(losses), np.array(tlosses), atol=1e-5, rtol=1e-4, what="losses vs torch")
+    # Adam's step lr * m / sqrt(v) is ill-conditioned where a gradient is near zero: a weight whose
+    # gradient was 2.9e-6 (seed 2103735075), where the devices' sums differ by 4e-8, moved ~1% of lr
+    # differently (1.0e-4 after 20 steps; 60 other seeds stayed under 8e-6). So a fiftieth of lr.
     for p, t in zip(model.parameters(), theirs.parameters()):
-        assert_close(p, t, atol=1e-5, rtol=1e-4, what="parameters after 20 Adam steps vs torch")
+        assert_close(p, t, atol=0.01 / 50, rtol=1e-4, what="parameters after 20 Adam steps vs torch")
