@@ -67,9 +67,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         let half = (t / BK) % 2u;
 {{stage}}
         workgroupBarrier();
-        if (t + BK < start.k) {
+        // Unconditional: the last step's loads read clamped addresses past K that the loaders select
+        // away. Under an `if`, the H100's compiler ran every product 15-30% slower (bench/NOTES.md).
 {{load_next}}
-        }
 {{multiply}}
     }
     let base = wg.z * m * n;

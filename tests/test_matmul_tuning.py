@@ -74,6 +74,22 @@ def test_the_fastest_is_kept_cached_and_read_back(backend, monkeypatch, tmp_path
     assert_close(out, expected, atol=1e-4 * math.sqrt(k), rtol=1e-4, what="from the cache")
 
 
+@pytest.mark.parametrize("slower", [1.01, 1.05])
+def test_near_ties_go_to_the_earlier_candidate(slower, backend, monkeypatch, tmp_path):
+    """A candidate within TUNED_MARGIN of the fastest that comes before it (the prior first) is kept."""
+    m, n, k = (int(v) for v in rng().integers(20, 70, size=3))
+    k += 600
+    tiles = matmul_kernels.matmul_tiles(m, n, 1, backend.is_software)
+    prior = (tiles, matmul_kernels.matmul_splits(m, n, k, 1, tiles, backend.is_software))
+    candidates = _tuner(backend, tmp_path / "probe.json", None).candidates(m, n, k, 1, prior)
+    earlier, fastest = sorted(rng().choice(len(candidates), size=2, replace=False))
+    timings = {candidates[fastest]: 0.5, candidates[earlier]: 0.5 * slower}
+    tuner = _tuner(backend, tmp_path / "tiles.json", lambda c, run: timings.get(c, 1.0 + rng().random()))
+    _product(backend, tuner, monkeypatch, m, k, n)
+    kept = candidates[earlier] if slower <= 1 + matmul_tuning.TUNED_MARGIN else candidates[fastest]
+    assert list(tuner.chosen.values()) == [kept], tag(f"timings {timings}")
+
+
 @pytest.mark.parametrize("tiles", sorted({t for tiles in matmul_tuning.TUNED_TILES for t in (tiles, tiles._replace(
     wx=tiles.wy, wy=tiles.wx, tm=tiles.tn, tn=tiles.tm))} - {(16, 16, 8, 8, 8), (16, 8, 8, 8, 8), (8, 16, 8, 8, 8),
                                                              (16, 16, 4, 4, 16), (8, 8, 4, 4, 16)}), ids=str)

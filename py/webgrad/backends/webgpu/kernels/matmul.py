@@ -267,7 +267,7 @@ def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wi
                    [f"col0 + {j * 4}u * WX + lid.x * 4u + {lane}u" for j in runs_n for lane in range(4)],
                    lambda r, c: f"acc{r}_{c // 4}.{'xyzw'[c % 4]}", bias_along, write)
     return fill("matmul", params, ("matmul_batch",), **shared, bk=str(bk), declare=_block(declare, 4),
-                load_first=_block(load("start.k0"), 4), stage=_block(stage, 8), load_next=_block(load("t + BK"), 12),
+                load_first=_block(load("start.k0"), 4), stage=_block(stage, 8), load_next=_block(load("t + BK"), 8),
                 multiply=_block(multiply, 8), store=_block(store, 4))
 
 

@@ -120,6 +120,9 @@ TUNED_FROM_MACS = 1 << 20
 TUNED_SPLITS = (1, 2, 4, 8)
 TUNED_MIN_SPLIT_K = 128
 TUNED_MAX_GROUPS = 1024
+# Of the candidates within TUNED_MARGIN of the fastest, the first (the prior is first) is kept: near-ties
+# are ranked by noise, and would flip between starts (bench/NOTES.md: two caches, a 0.3% tie, two picks).
+TUNED_MARGIN = 0.03
 # Each candidate runs once (its compile, the clocks), then TUNING_RUNS times; the least time counts.
 TUNING_RUNS = 3
 # What a dispatch costs besides its GPU time: ~40 us of host time for a split K's sum in an eager
@@ -127,6 +130,9 @@ TUNING_RUNS = 3
 DISPATCH_SECONDS = 20e-6
 CACHE_FILE = "matmul-tiles.json"
 CACHE_FORMAT = 1
+# Choices are kept per adapter and revision of shaders/matmul.wgsl: times taken with an earlier kernel
+# say little of this one (revision 2 dropped the branch around the next step's loads).
+MATMUL_KERNEL_REVISION = 2
 
 
 def tuning_enabled(is_software):
@@ -169,7 +175,8 @@ class MatmulTuner:
         self.runtime, self.is_software = runtime, is_software
         self.enabled = tuning_enabled(is_software) if enabled is None else enabled
         self.path = cache_path() if path == "default" else path
-        self.adapter = f"{info.get('name', '?')} | {info.get('driver', '')} | {info.get('backend', '')}"
+        self.adapter = (f"{info.get('name', '?')} | {info.get('driver', '')} | {info.get('backend', '')}"
+                        f" | matmul r{MATMUL_KERNEL_REVISION}")
         self.timer = timer or _gpu_seconds
         self.limit = runtime.limits["max_compute_workgroup_storage_size"]
         self._choices = None   # shape class -> (tiles, splits) on this adapter, from the file and since
@@ -220,7 +227,8 @@ class MatmulTuner:
         if runtime.profiler is not None or runtime.adopted is not None or runtime._recording is not None:
             return None
         times = {candidate: self._time(candidate, run) for candidate in self.candidates(m, n, k, batch, prior)}
-        chosen = min(times, key=times.get)
+        fastest = min(times.values())
+        chosen = next(c for c, seconds in times.items() if seconds <= fastest * (1 + TUNED_MARGIN))
         self.timings[key] = times
         self._choices[key] = chosen
         self._save(key, chosen)
