@@ -1,6 +1,6 @@
 // Elementwise map: out = EXPR(a, b, c) over strided (and broadcast, stride 0) operands.
 // Parameters: kernels/map.py's map_params. Generated per op: the operand bindings, their loads
-// and the expression ({{...}} below).
+// and the expression ({{...}} below); for a uint8 result, the packing of a word's bytes.
 alias T = {{compute}};
 
 {{bindings}}
@@ -51,6 +51,11 @@ fn pow_f(a: f32, b: f32) -> f32 {
     if (a >= 0.0) { return r; }
     if (fract(b) != 0.0) { return f32_from_bits(0x7fc00000u); }
     return select(r, -r, fract(b * 0.5) != 0.0);
+}
+
+// A uint8 result's byte i (of its buffer) holding value's low byte, in a u32 word: byte_at's inverse.
+fn byte_in_word(value: u32, i: u32) -> u32 {
+    return (value & 0xffu) << ((i & 3u) * 8u);
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)

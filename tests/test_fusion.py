@@ -119,7 +119,7 @@ def test_comparisons_where_ints_and_bytes_mix_dtypes():
     image = integers(8, 5, high=256).astype(np.uint8)
 
     def make_fn():
-        pixels = wg.tensor(image, device="webgpu")   # uint8 (a jit input cannot be: it is copied by a kernel)
+        pixels = wg.tensor(image, device="webgpu")   # uint8, captured by fn rather than passed in
 
         def fn(x, y, n):
             keep = (x > 0.0) & (y < x)

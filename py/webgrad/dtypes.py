@@ -73,5 +73,4 @@ def promote(a, b):
     order = {"b": 0, "u": 1, "i": 2, "f": 3}
     if a.kind == b.kind == "f":   # the wider float (float16 with float32: float32)
         return a if a.itemsize > b.itemsize else b
-    hi = a if order[a.kind] >= order[b.kind] else b
-    return int32 if hi is uint8 else hi
+    return a if order[a.kind] >= order[b.kind] else b

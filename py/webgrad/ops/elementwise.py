@@ -114,7 +114,9 @@ def cast_op(dtype):
     """The MapOp that converts to dtype: truncation toward zero for ints, nonzero for bool."""
     if dtype is dtypes.bool_:
         return MapOp("to_bool", "select(0u, 1u, a != T(0))", lambda np, a: a != 0, out=_BOOL)
-    return MapOp(f"to_{dtype.name}", f"{dtype.wgsl}(a)", lambda np, a: a.astype(dtype.name), out=dtype.name)
+    # to uint8 through i32: floats wrap modulo 256 as in torch (u32 of a negative float would be 0)
+    wgsl = "u32(i32(a))" if dtype is dtypes.uint8 else f"{dtype.wgsl}(a)"
+    return MapOp(f"to_{dtype.name}", wgsl, lambda np, a: a.astype(dtype.name), out=dtype.name)
 
 
 def _log_any(a):
@@ -187,8 +189,7 @@ class _Plan:
         if kinds[0] == _BOOL and not isinstance(args[0], Tensor):
             raise TypeError(f"{op.name}: the condition must be a bool tensor, not {type(args[0]).__name__}")
         plain = [_python_scalar(a, op) for a in args]
-        self.compute = _compute_dtype(op, [a for a, k in zip(plain, kinds) if k is None])
-        self.out_dtype = dtypes.as_dtype(op.out) if op.out else self.compute
+        self.compute, self.out_dtype = _result_dtypes(op, [a for a, k in zip(plain, kinds) if k is None])
         self.floating = self.out_dtype.is_floating_point
         self.shape = Size(broadcast_shapes(*[t.shape for t in tensors]))
         self.strides = contiguous_strides(self.shape)   # the result's
@@ -231,7 +232,9 @@ def _python_scalar(a, op):
     raise TypeError(f"{op.name}: unsupported operand type {type(a).__name__}")
 
 
-def _compute_dtype(op, args):
+def _result_dtypes(op, args):
+    """(the dtype op computes in, its result's), by torch's promotion. Arithmetic on bytes and bools
+    computes in int32; on bytes its results wrap back to uint8, as in torch."""
     tensor_dtypes = [a.dtype for a in args if isinstance(a, Tensor)]
     dtype = tensor_dtypes[0] if tensor_dtypes else dtypes.float32
     for d in tensor_dtypes[1:]:
@@ -240,9 +243,11 @@ def _compute_dtype(op, args):
         dtype = dtypes.float32
     if op.floating and not dtype.is_floating_point:
         dtype = dtypes.float32
-    if op.out is None and dtype in (dtypes.bool_, dtypes.uint8) and op is not IDENTITY:
-        dtype = dtypes.int32   # arithmetic on bytes and bools computes in int32
-    return dtype
+    if op.out:
+        return dtype, dtypes.as_dtype(op.out)
+    if dtype in (dtypes.bool_, dtypes.uint8) and op is not IDENTITY:
+        return dtypes.int32, dtype if dtype is dtypes.uint8 else dtypes.int32
+    return dtype, dtype
 
 
 # ---- the public functions (PyTorch names) ----

@@ -110,9 +110,8 @@ def orphans(runtime, recording):
 
 def fuse(runtime, recording):
     """Rewrite the recording with its elementwise chains fused; returns how many dispatches it saved."""
-    # float16 maps stay apart: fused members pass values on unrounded, where their own kernels round to f16
     maps = {index: _as_map(index, recording.dispatches[index][1], *described)
-            for index, described in recording.elementwise.items() if not _touches_float16(described[0])}
+            for index, described in recording.elementwise.items() if _fusable(described[0])}
     recording.elementwise = {}
     if not maps:
         return 0
@@ -147,8 +146,10 @@ def fuse(runtime, recording):
     return saved
 
 
-def _touches_float16(spec):
-    return dtypes.float16 in (spec.compute, spec.out_dtype, *spec.kinds)
+def _fusable(spec):
+    """float16 maps stay apart: fused members pass values on unrounded, where their own kernels round to
+    f16; so do maps into uint8, whose threads write a word of bytes each (kernels/map.py), not an element."""
+    return dtypes.float16 not in (spec.compute, spec.out_dtype, *spec.kinds) and spec.out_dtype is not dtypes.uint8
 
 
 def _as_map(index, handles, spec, offsets, scalars):

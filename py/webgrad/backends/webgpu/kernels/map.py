@@ -1,5 +1,8 @@
 """The map family (shaders/map.wgsl): out[i] = op(a, b, c) elementwise over broadcast views and
-scalars, one thread per element, for every backends.base.Elementwise."""
+scalars, one thread per element, for every backends.base.Elementwise.
+
+uint8 results are packed four to a u32 word, which one thread must write whole: there the thread of
+the view's first element in a word computes every element of the view in that word (_packed_store)."""
 import functools
 import math
 import struct
@@ -8,7 +11,7 @@ from typing import Any, NamedTuple
 from .... import dtypes
 from ...base import View, contiguous_strides
 from ..runtime import PARAMS_BYTES, PARAMS_WORDS, TOO_MANY_WORDS
-from .common import buffer_request, check_gpu_dtype, check_not_uint8, fill, groups, word
+from .common import buffer_request, check_gpu_dtype, fill, groups, word
 from .params import ParamBlock, u32
 
 # map's kernels kept; past this many (ever new shapes or strides) the cache starts over
@@ -91,19 +94,22 @@ class MapKernels:
     def _map_kernel(self, key, op, args, shape, compute, out_dtype, out):
         """map's checks, and the _MapKernel for its key."""
         check_gpu_dtype(compute, "computing in", float16=True)
-        check_not_uint8(out_dtype, op.name)
         kernel = _MapKernel()
         kernel.nbytes, kernel.what = buffer_request(shape, out_dtype, self.runtime) if out is None else (0, None)
         kernel.numel = math.prod(shape)
         kinds = tuple(a.dtype if isinstance(a, View) else None for a in args)
         views = [a for a in args if isinstance(a, View)]
         letters = tuple(x for x, kind in zip(_OPERANDS, kinds) if kind is not None)
-        nd = 0 if all(v.is_contiguous() for v in ([out] if out is not None else []) + views) else len(shape)
+        contiguous = all(v.is_contiguous() for v in ([out] if out is not None else []) + views)
+        layout_shape, layout = shape, [out.strides if out is not None else contiguous_strides(shape),
+                                       *(v.strides for v in views)]
+        if out_dtype is dtypes.uint8 and not contiguous and kernel.numel:
+            layout_shape, layout = _packed_layout(op, shape, layout)
+        nd = 0 if contiguous else len(layout_shape)
         params = map_params(nd, letters, len(kinds) - len(views))
         strides = {}
         if nd:
-            strides = {"shape": shape, "out_strides": out.strides if out is not None else contiguous_strides(shape)}
-            strides.update({f"{x}_strides": v.strides for x, v in zip(letters, views)})
+            strides = {"shape": layout_shape, **{f"{x}_strides": s for x, s in zip(("out", *letters), layout)}}
         # the block's words but the offsets and scalars (the last ones) are packed once
         tail = 1 + len(kinds)
         words = params.pack(numel=kernel.numel, **strides, offsets=[0] * (1 + len(views)),
@@ -126,7 +132,7 @@ class MapKernels:
 def _map_source(op, kinds, compute, out_dtype, nd, params):
     """The kernel for op over operands of nd strided dims (0: all contiguous); kinds: each
     operand's dtype, None for a scalar. The element's coordinates are found once, unrolled over
-    the nd dims, and shared by every operand."""
+    the nd dims, and shared by every operand; a uint8 result is stored by _packed_store."""
     bindings = [f"@group(0) @binding(1) var<storage, read_write> out: array<{out_dtype.stored}>;"]
     body = []
     if nd:
@@ -135,25 +141,89 @@ def _map_source(op, kinds, compute, out_dtype, nd, params):
             body.append(f"    let c{d} = rest % params_shape({d}u);")
             body.append(f"    rest /= params_shape({d}u);")
         body.append("    let c0 = rest;")
+    body.append(f"    let o = {_position(0, 'out', 'c' if nd else 'i', nd)};")
+    tensors = [(x, kind) for x, kind in zip(_OPERANDS, kinds) if kind is not None]
+    bindings += [f"@group(0) @binding({binding}) var<storage, read> in_{x}: array<{kind.stored}>;"
+                 for binding, (x, kind) in enumerate(tensors, start=2)]
+    if out_dtype is dtypes.uint8:
+        body += _packed_store(nd, _operands(op, kinds, compute, nd, "e" if nd else "i"), op.wgsl)
+    else:
+        body += [f"    {line}" for line in _operands(op, kinds, compute, nd, "c" if nd else "i")]
+        body.append(f"    out[o] = {stored(out_dtype, op.wgsl)};")
+    return fill("map", params, compute=compute.wgsl, bindings="\n".join(bindings), body="\n".join(body))
 
-    def element(slot, x):
-        return f"params_offsets({slot}u)" + ("".join(f" + c{d} * params_{x}_strides({d}u)" for d in range(nd))
-                                             or " + i")
 
-    body.append(f"    let o = {element(0, 'out')};")
-    slot = scalar = 0
+def _operands(op, kinds, compute, nd, index):
+    """WGSL: the lines that give the operands a, b, c their values at the element `index` names
+    (_position's), as the compute type T."""
+    lines, slot, scalar = [], 0, 0
     for k, kind in enumerate(kinds):
         x = _OPERANDS[k]
-        if kind is not None:
-            slot += 1
-            bindings.append(f"@group(0) @binding({slot + 1}) var<storage, read> in_{x}: array<{kind.stored}>;")
-            body.append(f"    let at_{x} = {element(slot, x)};")
-            body.append(f"    let {x} = {operand(op, k, load(kind, f'in_{x}', f'at_{x}'))};")
-        else:
-            body.append(f"    let {x} = {scalar_operand(scalar, compute)};")
+        if kind is None:
+            lines.append(f"let {x} = {scalar_operand(scalar, compute)};")
             scalar += 1
-    body.append(f"    out[o] = {stored(out_dtype, op.wgsl)};")
-    return fill("map", params, compute=compute.wgsl, bindings="\n".join(bindings), body="\n".join(body))
+        else:
+            slot += 1
+            lines += [f"let at_{x} = {_position(slot, x, index, nd)};",
+                      f"let {x} = {operand(op, k, load(kind, f'in_{x}', f'at_{x}'))};"]
+    return lines
+
+
+def _position(slot, x, index, nd):
+    """WGSL: where operand x (parameter slot `slot`) holds an element: given its coordinates
+    index0..index{nd-1}, or with nd 0 its index `index` (contiguous, at offset + index)."""
+    return f"params_offsets({slot}u)" + ("".join(f" + {index}{d} * params_{x}_strides({d}u)" for d in range(nd))
+                                         or f" + {index}")
+
+
+def _packed_store(nd, operands, value):
+    """WGSL: element i's thread of a uint8 result (bytes packed four to a word, as byte_at reads
+    them): if i is the view's first element in o's word, it computes every element of the view in
+    that word and writes the word whole (keeping its other bytes), so no two threads write one word.
+    A byte's element follows from its position p in the view (its offset to the view's first byte):
+    with nd 0 its index is p; else its coordinates are p divided by the output's strides, largest
+    first (the order _packed_layout gives the dims), and p is in the view if each is in range and
+    nothing is left over. value: WGSL of the element's value, i32 or u32, of which the low byte is kept."""
+    lines = ["let p = first + k - params_offsets(0u);"]   # (wraps to beyond the view for bytes before it)
+    if nd:
+        lines.append("var left = p;")
+        for d in range(nd):
+            lines += [f"let e{d} = left / params_out_strides({d}u);", f"left -= e{d} * params_out_strides({d}u);"]
+        outside = " || ".join(["left != 0u"] + [f"e{d} >= params_shape({d}u)" for d in range(nd)])
+    else:   # the element's index, named as op expressions read it (arange's)
+        lines.append("let i = p;")
+        outside = "i >= params.numel"
+    lines += [f"if ({outside}) {{ continue; }}",
+              "if (first + k < o) { return; }   // an earlier element of the view writes this word",
+              *operands,
+              f"packed |= byte_in_word(u32({value}), k);",
+              "kept &= ~byte_in_word(0xffu, k);"]
+    return ["    let first = o & ~3u;",
+            "    var packed = 0u;",
+            "    var kept = 0xffffffffu;   // the bytes of the word outside the view keep their value",
+            "    for (var k = 0u; k < 4u; k++) {",
+            *(f"        {line}" for line in lines),
+            "    }",
+            "    out[first >> 2u] = (out[first >> 2u] & kept) | packed;"]
+
+
+def _packed_layout(op, shape, strides):
+    """(shape, [the strides of out and of each operand]) of a strided map into uint8 as its packed
+    kernel takes them: the dims of size 1 dropped (their coordinate is 0) and the others ordered by
+    the output's strides, largest first, so that an output byte's coordinates follow from its
+    position by division. That holds where each stride exceeds the span of the dims after it (any
+    slice or permutation of a contiguous tensor does); a view whose elements interleave is refused,
+    and so are ops of the element's index (its coordinates are reordered here)."""
+    if op.index:
+        raise TypeError(f"webgpu: {op.name} cannot write uint8 through a strided view")
+    dims = sorted((d for d, size in enumerate(shape) if size != 1), key=lambda d: -strides[0][d])
+    span = 0
+    for d in reversed(dims):
+        if strides[0][d] <= span:
+            raise TypeError(f"webgpu: {op.name} cannot write uint8 through a view of shape {tuple(shape)} and strides "
+                            f"{tuple(strides[0])} (its elements interleave); write into a contiguous uint8 tensor")
+        span += (shape[d] - 1) * strides[0][d]
+    return tuple(shape[d] for d in dims), [tuple(s[d] for d in dims) for s in strides]
 
 
 def load(kind, buffer, at):
