@@ -110,7 +110,8 @@ def matmul_splits(m, n, k, batch, tiles, is_software):
 # the table's three, 64 x 64 at 4x4 and at 8x8 per thread, and the 8x8 ones' smaller tiles stepping
 # 16 along K (half the barriers; 128 x 128 measured slower so); for short sides (a convolution's 16
 # channels), 16 x 64 and 32 x 32 stepping 8 along K (the MNIST CNN's input gradient, K = 288 through
-# window loaders, ran 1.3-5x faster so than at 32 x 32 stepping 16 in three noisy runs, bench/NOTES.md). The smallest comes last.
+# window loaders, ran 1.3-5x faster so than at 32 x 32 stepping 16 in three noisy runs,
+# bench/NOTES.md). The smallest comes last.
 TUNED_TILES = (MatmulTiles(16, 16, 8, 8, 8), MatmulTiles(16, 8, 8, 8, 8), MatmulTiles(16, 8, 8, 8, 16),
                MatmulTiles(16, 16, 4, 4, 16), MatmulTiles(8, 8, 8, 8, 8), MatmulTiles(8, 8, 8, 8, 16),
                MatmulTiles(16, 4, 4, 4, 8), MatmulTiles(8, 8, 4, 4, 8), MatmulTiles(8, 8, 4, 4, 16))
