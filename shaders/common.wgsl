@@ -22,3 +22,8 @@ fn f32_from_bits(bits: u32) -> f32 {
 fn byte_at(word: u32, i: u32) -> u32 {
     return (word >> ((i & 3u) * 8u)) & 0xffu;
 }
+
+// Byte i of a uint8 tensor holding value's low byte, in its u32 word: byte_at's inverse.
+fn byte_in_word(value: u32, i: u32) -> u32 {
+    return (value & 0xffu) << ((i & 3u) * 8u);
+}

@@ -9,7 +9,10 @@
 // out of range is reported (shaders/index_error.wgsl: the runtime raises it at the next read);
 // gather reads the dim's first element for it, scatter_add adds it nowhere. scatter_add adds to
 // out's values where `accumulate` is 1 (the pieces after the first).
+// out is contiguous from its buffer's start. A thread computes one element of it; but a uint8 out
+// (PACKED: bytes four to a u32 word, which one thread must write whole) takes a thread per word.
 alias T = {{type}};
+const PACKED: bool = {{packed}};
 const GATHER_ERROR: u32 = {{gather_error}}u;     // kernels/gather.py's codes for index_errors
 const SCATTER_ERROR: u32 = {{scatter_error}}u;
 
@@ -45,22 +48,25 @@ fn place(i: u32) -> Place {
     return at;
 }
 
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn gather(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-          @builtin(local_invocation_index) li: u32) {
-    let i = element_id(wg, nwg, li);
-    if (i >= params.numel) { return; }
+// src's element at position at, and out's element i (uint8: a byte of a word), as T.
+fn src_element(at: u32) -> T {
+    return {{src_element}};
+}
+
+fn out_element(i: u32) -> T {
+    return {{out_element}};
+}
+
+// Out's element i as gather gives it.
+fn gathered(i: u32) -> T {
     let at = place(i);
     let picked = checked_index(index[at.index_at + at.along * params_index_strides(params.dim)], params.dim_size,
                                GATHER_ERROR, params.dim);
-    out[i] = src[at.src_at + picked * params_src_strides(params.dim)];
+    return src_element(at.src_at + picked * params_src_strides(params.dim));
 }
 
-@compute @workgroup_size(WORKGROUP_SIZE)
-fn scatter_add(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-               @builtin(local_invocation_index) li: u32) {
-    let i = element_id(wg, nwg, li);
-    if (i >= params.numel) { return; }
+// Out's element i as scatter_add gives it.
+fn scattered(i: u32) -> T {
     let at = place(i);
     var acc = T(0);
     if (at.inside) {
@@ -72,7 +78,7 @@ fn scatter_add(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
             let picked = index[at.index_at + k * index_step];
             let wrapped = select(picked, picked + size, picked < 0);
             if (wrapped == i32(at.along)) {
-                acc += src[at.src_at + k * src_step];
+                acc += src_element(at.src_at + k * src_step);
             } else if (at.along == 0u && (wrapped < 0 || wrapped >= size)) {
                 // each index is seen by every output along dim: the first output reports it
                 report_index_error(SCATTER_ERROR, picked, params.dim_size, params.dim);
@@ -80,7 +86,45 @@ fn scatter_add(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
         }
     }
     if (params.accumulate == 1u) {
-        acc += out[i];
+        acc += out_element(i);
     }
-    out[i] = acc;
+    return acc;
+}
+
+fn element(i: u32, scatter: bool) -> T {
+    if (scatter) {
+        return scattered(i);
+    }
+    return gathered(i);
+}
+
+// Thread t's share of out: element t, or where PACKED the word of elements 4t .. 4t + 3 (the bytes
+// past the last element written 0).
+fn put(t: u32, scatter: bool) {
+    if (!PACKED) {
+        if (t < params.numel) {
+            out[t] = element(t, scatter);
+        }
+        return;
+    }
+    if (t * 4u >= params.numel) {
+        return;
+    }
+    var word = 0u;
+    for (var k = 0u; k < 4u && t * 4u + k < params.numel; k++) {
+        word |= byte_in_word(u32(element(t * 4u + k, scatter)), k);
+    }
+    out[t] = bitcast<T>(word);   // (T is u32 where PACKED)
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn gather(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) li: u32) {
+    put(element_id(wg, nwg, li), false);
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn scatter_add(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) li: u32) {
+    put(element_id(wg, nwg, li), true);
 }

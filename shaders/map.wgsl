@@ -53,11 +53,6 @@ fn pow_f(a: f32, b: f32) -> f32 {
     return select(r, -r, fract(b * 0.5) != 0.0);
 }
 
-// A uint8 result's byte i (of its buffer) holding value's low byte, in a u32 word: byte_at's inverse.
-fn byte_in_word(value: u32, i: u32) -> u32 {
-    return (value & 0xffu) << ((i & 3u) * 8u);
-}
-
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {

@@ -274,6 +274,8 @@ class Tensor:
     def __rand__(self, other): return elementwise.logical_and(*_masks("&", other, self))
     def __or__(self, other): return elementwise.logical_or(*_masks("|", self, other))
     def __ror__(self, other): return elementwise.logical_or(*_masks("|", other, self))
+    def __xor__(self, other): return elementwise.logical_xor(*_masks("^", self, other))
+    def __rxor__(self, other): return elementwise.logical_xor(*_masks("^", other, self))
     __hash__ = object.__hash__
     __array_ufunc__ = None   # NumPy defers to our reflected ops: np.float32(2) * x is a Tensor
 
@@ -364,12 +366,12 @@ def _wrap_dim(dim, ndim):
 
 
 def _masks(op, a, b):
-    """& and | combine bool masks (logical and / or); bitwise integer ops are not supported."""
+    """&, | and ^ combine bool masks (logical and / or / xor); bitwise integer ops are not supported."""
     for v in (a, b):
         if not (isinstance(v, bool) or (isinstance(v, Tensor) and v.dtype is dtypes.bool_)):
             kind = v.dtype.name if isinstance(v, Tensor) else type(v).__name__
             raise TypeError(f"'{op}' is supported on bool tensors only, not {kind}; "
-                            f"use logical_and / logical_or")
+                            f"use logical_and / logical_or / logical_xor")
     return a, b
 
 

@@ -20,11 +20,15 @@ class MapOp(Elementwise):
     """An elementwise kernel (backends.base.Elementwise: its WGSL and NumPy forms) and what the
     op adds: its gradients, result dtype and promotion rule."""
 
-    def __init__(self, name, wgsl, numpy, grads=(), out=None, floating=False, arg_kinds=None):
+    def __init__(self, name, wgsl, numpy, grads=(), out=None, floating=False, arg_kinds=None, bools=None):
         super().__init__(name, wgsl, numpy, arg_kinds)
         self.grads = grads        # one fn(g, *inputs, out) -> Tensor per input (None: no gradient)
         self.out = out            # result dtype; None means the compute dtype
         self.floating = floating  # integer inputs compute in float32 (exp of an int tensor is float)
+        # on bool tensors, as torch: None, a bool counts as 0 or 1 (int32 arithmetic); True, bools stay
+        # bool; a MapOp, it runs instead where every operand is bool (add: logical or); a str, torch's
+        # refusal of any bool tensor operand (a RuntimeError)
+        self.bools = bools
 
 
 def _erf(np, x):
@@ -48,9 +52,19 @@ _INV_SQRT_2PI = 0.3989422804014327
 _BOOL = "bool"
 
 # ---- the ops ----
-ADD = MapOp("add", "a + b", lambda np, a, b: a + b, (lambda g, a, b, o: g, lambda g, a, b, o: g))
-SUB = MapOp("sub", "a - b", lambda np, a, b: a - b, (lambda g, a, b, o: g, lambda g, a, b, o: -g))
-MUL = MapOp("mul", "a * b", lambda np, a, b: a * b, (lambda g, a, b, o: g * b, lambda g, a, b, o: g * a))
+LOGICAL_AND = MapOp("logical_and", "select(0u, 1u, a != T(0) && b != T(0))",
+                    lambda np, a, b: np.logical_and(a, b), out=_BOOL)
+LOGICAL_OR = MapOp("logical_or", "select(0u, 1u, a != T(0) || b != T(0))",
+                   lambda np, a, b: np.logical_or(a, b), out=_BOOL)
+LOGICAL_XOR = MapOp("logical_xor", "select(0u, 1u, (a != T(0)) != (b != T(0)))",
+                    lambda np, a, b: np.logical_xor(a, b), out=_BOOL)
+LOGICAL_NOT = MapOp("logical_not", "select(0u, 1u, a == T(0))", lambda np, a: np.logical_not(a), out=_BOOL)
+ADD = MapOp("add", "a + b", lambda np, a, b: a + b, (lambda g, a, b, o: g, lambda g, a, b, o: g), bools=LOGICAL_OR)
+SUB = MapOp("sub", "a - b", lambda np, a, b: a - b, (lambda g, a, b, o: g, lambda g, a, b, o: -g),
+            bools="Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert "
+                  "a mask, use the `~` or `logical_not()` operator instead; for two masks, `^` or `logical_xor()`.")
+MUL = MapOp("mul", "a * b", lambda np, a, b: a * b, (lambda g, a, b, o: g * b, lambda g, a, b, o: g * a),
+            bools=LOGICAL_AND)
 DIV = MapOp("div", "a / b", lambda np, a, b: a / b,
             (lambda g, a, b, o: g / b, lambda g, a, b, o: -g * o / b), floating=True)
 POW = MapOp("pow", "pow_f(a, b)", _pow,
@@ -58,11 +72,13 @@ POW = MapOp("pow", "pow_f(a, b)", _pow,
 # NaN operands give NaN (a + b is one), as in PyTorch: WGSL's max/min leave them to the driver
 MAXIMUM = MapOp("maximum", f"select(max(a, b), a + b, {_nan('a')} || {_nan('b')})",
                 lambda np, a, b: np.maximum(a, b),
-                (lambda g, a, b, o: _tie_split(g, a, b), lambda g, a, b, o: _tie_split(g, b, a)))
+                (lambda g, a, b, o: _tie_split(g, a, b), lambda g, a, b, o: _tie_split(g, b, a)), bools=LOGICAL_OR)
 MINIMUM = MapOp("minimum", f"select(min(a, b), a + b, {_nan('a')} || {_nan('b')})",
                 lambda np, a, b: np.minimum(a, b),
-                (lambda g, a, b, o: _tie_split(g, b, a), lambda g, a, b, o: _tie_split(g, a, b)))
-NEG = MapOp("neg", "-a", lambda np, a: -a, (lambda g, a, o: -g,))
+                (lambda g, a, b, o: _tie_split(g, b, a), lambda g, a, b, o: _tie_split(g, a, b)), bools=LOGICAL_AND)
+NEG = MapOp("neg", "-a", lambda np, a: -a, (lambda g, a, o: -g,),
+            bools="Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a "
+                  "mask, use the `~` or `logical_not()` operator instead.")
 EXP = MapOp("exp", "exp(a)", lambda np, a: np.exp(a), (lambda g, a, o: g * o,), floating=True)
 LOG = MapOp("log", "log_f(a)", lambda np, a: np.log(a), (lambda g, a, o: g / a,), floating=True)
 SQRT = MapOp("sqrt", "sqrt(a)", lambda np, a: np.sqrt(a), (lambda g, a, o: g / (2 * o),), floating=True)
@@ -94,7 +110,7 @@ CLAMP = MapOp("clamp", f"select(min(max(a, b), c), a + b + c, {_nan('a')} || {_n
                lambda g, a, lo, hi, o: where((a > hi) | (hi < lo), g, 0.0)))
 WHERE = MapOp("where", "select(c, b, a != 0u)", lambda np, c, a, b: np.where(c, a, b),
               (None, lambda g, c, a, b, o: where(c, g, 0.0), lambda g, c, a, b, o: where(c, 0.0, g)),
-              arg_kinds=(_BOOL, None, None))
+              arg_kinds=(_BOOL, None, None), bools=True)
 IDENTITY = MapOp("identity", "a", lambda np, a: a.copy(), (lambda g, a, o: g,))
 EQ = MapOp("eq", "select(0u, 1u, a == b)", lambda np, a, b: a == b, out=_BOOL)
 NE = MapOp("ne", "select(0u, 1u, a != b)", lambda np, a, b: a != b, out=_BOOL)
@@ -102,11 +118,6 @@ LT = MapOp("lt", "select(0u, 1u, a < b)", lambda np, a, b: a < b, out=_BOOL)
 LE = MapOp("le", "select(0u, 1u, a <= b)", lambda np, a, b: a <= b, out=_BOOL)
 GT = MapOp("gt", "select(0u, 1u, a > b)", lambda np, a, b: a > b, out=_BOOL)
 GE = MapOp("ge", "select(0u, 1u, a >= b)", lambda np, a, b: a >= b, out=_BOOL)
-LOGICAL_AND = MapOp("logical_and", "select(0u, 1u, a != T(0) && b != T(0))",
-                    lambda np, a, b: np.logical_and(a, b), out=_BOOL)
-LOGICAL_OR = MapOp("logical_or", "select(0u, 1u, a != T(0) || b != T(0))",
-                   lambda np, a, b: np.logical_or(a, b), out=_BOOL)
-LOGICAL_NOT = MapOp("logical_not", "select(0u, 1u, a == T(0))", lambda np, a: np.logical_not(a), out=_BOOL)
 
 
 @functools.lru_cache(maxsize=None)
@@ -160,10 +171,11 @@ def _map(op, *args):
     key = tuple(key)
     plan = _plans.get(key)
     if plan is None:
-        plan = _Plan(op, args)
+        plan = _Plan(_on_bools(op, args), args)
         if len(_plans) >= PLANS_KEPT:
             _plans.clear()
         _plans[key] = plan
+    op = plan.op
     if plan.convert:
         args = plan.converted(op, args)
     # A node only where a gradient can flow (a floating result) and the call records one.
@@ -174,10 +186,11 @@ def _map(op, *args):
 
 class _Plan:
     """_map's checks, dtype promotion and broadcasting for one signature of operands."""
-    __slots__ = ("compute", "out_dtype", "floating", "shape", "strides", "device", "convert")
+    __slots__ = ("op", "compute", "out_dtype", "floating", "shape", "strides", "device", "convert")
 
     def __init__(self, op, args):
         from .movement import broadcast_shapes
+        self.op = op
         tensors = [a for a in args if isinstance(a, Tensor)]
         if not tensors:
             raise TypeError(f"{op.name} needs at least one Tensor argument")
@@ -232,20 +245,37 @@ def _python_scalar(a, op):
     raise TypeError(f"{op.name}: unsupported operand type {type(a).__name__}")
 
 
+def _on_bools(op, args):
+    """The op torch runs for op on these operands (op.bools): op, or its bool form where every operand
+    is bool (a tensor's dtype or a Python bool); or torch's refusal of a bool tensor operand."""
+    if isinstance(op.bools, str) and any(isinstance(a, Tensor) and a.dtype is dtypes.bool_ for a in args):
+        raise RuntimeError(op.bools)
+    if isinstance(op.bools, MapOp) and all(a.dtype is dtypes.bool_ if isinstance(a, Tensor) else
+                                           isinstance(_python_scalar(a, op), bool) for a in args):
+        return op.bools
+    return op
+
+
 def _result_dtypes(op, args):
-    """(the dtype op computes in, its result's), by torch's promotion. Arithmetic on bytes and bools
-    computes in int32; on bytes its results wrap back to uint8, as in torch."""
+    """(the dtype op computes in, its result's), by torch's promotion: a Python scalar promotes the
+    tensors' dtype where its kind is higher (a float: float32; an int with bools: int32). Arithmetic on
+    bytes and bools computes in int32; on bytes its results wrap back to uint8, as in torch; an op
+    that keeps bools bool (op.bools True) computes in bool."""
     tensor_dtypes = [a.dtype for a in args if isinstance(a, Tensor)]
     dtype = tensor_dtypes[0] if tensor_dtypes else dtypes.float32
     for d in tensor_dtypes[1:]:
         dtype = dtypes.promote(dtype, d)
     if not dtype.is_floating_point and any(isinstance(a, float) for a in args):
         dtype = dtypes.float32
+    elif dtype is dtypes.bool_ and any(type(a) is int for a in args):
+        dtype = dtypes.int32
     if op.floating and not dtype.is_floating_point:
         dtype = dtypes.float32
     if op.out:
         return dtype, dtypes.as_dtype(op.out)
-    if dtype in (dtypes.bool_, dtypes.uint8) and op is not IDENTITY:
+    if op is IDENTITY or (dtype is dtypes.bool_ and op.bools is True):
+        return dtype, dtype
+    if dtype in (dtypes.bool_, dtypes.uint8):
         return dtypes.int32, dtype if dtype is dtypes.uint8 else dtypes.int32
     return dtype, dtype
 
@@ -281,6 +311,7 @@ def gt(a, b): return _map(GT, a, b)
 def ge(a, b): return _map(GE, a, b)
 def logical_and(a, b): return _map(LOGICAL_AND, a, b)
 def logical_or(a, b): return _map(LOGICAL_OR, a, b)
+def logical_xor(a, b): return _map(LOGICAL_XOR, a, b)
 def logical_not(x): return _map(LOGICAL_NOT, x)
 def clone(x): return _map(IDENTITY, x)
 

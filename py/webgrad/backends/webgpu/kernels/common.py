@@ -72,6 +72,11 @@ def groups(count, size=WORKGROUP_SIZE):
     return max(1, -(-count // size))
 
 
+def load(kind, buffer, at):
+    """WGSL: the element of a `kind` buffer at position `at` (a name: uint8 reads it twice)."""
+    return f"byte_at({buffer}[{at} >> 2u], {at})" if kind is dtypes.uint8 else f"{buffer}[{at}]"
+
+
 def word(value, dtype):
     """A scalar operand as the u32 word its WGSL type is bitcast from."""
     if dtype.kind == "f":
@@ -88,12 +93,6 @@ def check_gpu_dtype(dtype, what, float16=False):
     if dtype is dtypes.float16 and not float16:
         raise TypeError(f"webgpu: {what} float16 has no kernel (its op should run in float32: ops/half.py)")
     dtypes.check_supported(dtype, "webgpu")
-
-
-def check_not_uint8(dtype, what):
-    if dtype is dtypes.uint8:
-        raise TypeError(f"webgpu: {what} cannot produce uint8 (GPU kernels write 32-bit words, bytes are "
-                        "packed four to a word); convert with .int() or .float() first")
 
 
 def check_float16(dtype, runtime):

@@ -1,11 +1,11 @@
 """The gather family (shaders/gather.wgsl): gather along a dim by an index, and its adjoint
-scatter_add."""
+scatter_add. A uint8 result (bytes packed four to a u32 word) takes a thread per word."""
 import functools
 import math
 
 from .... import dtypes
 from .. import index_errors
-from .common import check_gpu_dtype, fill, groups
+from .common import check_gpu_dtype, fill, groups, load
 from .params import ParamBlock, u32
 
 # Index positions one scatter_add dispatch sums per output (each thread loops over them).
@@ -54,15 +54,16 @@ class GatherKernels:
 
     def _gather_kernel(self, entry, dtype, shape, numel, inputs, words, storage=None):
         check_gpu_dtype(dtype, f"{entry} of")
-        if dtype is dtypes.uint8:
-            raise TypeError(f"webgpu: {entry} of uint8 tensors is not supported; convert with .int() first")
         storage = storage if storage is not None else self._empty(shape, dtype)
         if numel:
+            packed = dtype is dtypes.uint8
             pipeline = self.runtime.pipeline(
                 ("gather", entry, dtype.name),
                 lambda: fill("gather", GATHER_PARAMS, includes=("index_error",), type=dtype.wgsl,
-                             gather_error=str(GATHER_ERROR), scatter_error=str(SCATTER_ERROR)),
+                             packed=str(packed).lower(), src_element=load(dtype, "src", "at"),
+                             out_element=load(dtype, "out", "i"), gather_error=str(GATHER_ERROR),
+                             scatter_error=str(SCATTER_ERROR)),
                 entry=entry, bindings=("read_write", "read", "read", "read_write"))
             storages = [storage] + [t.storage for t in inputs] + [self.runtime.index_errors.storage]
-            self.runtime.dispatch(pipeline, storages, words, groups(numel))
+            self.runtime.dispatch(pipeline, storages, words, groups(-(-numel // 4) if packed else numel))
         return storage

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 from .... import dtypes
 from ...base import View, contiguous_strides
 from ..runtime import PARAMS_BYTES, PARAMS_WORDS, TOO_MANY_WORDS
-from .common import buffer_request, check_gpu_dtype, fill, groups, word
+from .common import buffer_request, check_gpu_dtype, fill, groups, load, word
 from .params import ParamBlock, u32
 
 # map's kernels kept; past this many (ever new shapes or strides) the cache starts over
@@ -224,11 +224,6 @@ def _packed_layout(op, shape, strides):
                             f"{tuple(strides[0])} (its elements interleave); write into a contiguous uint8 tensor")
         span += (shape[d] - 1) * strides[0][d]
     return tuple(shape[d] for d in dims), [tuple(s[d] for d in dims) for s in strides]
-
-
-def load(kind, buffer, at):
-    """WGSL: the element of a `kind` buffer at position `at` (a name: uint8 reads it twice)."""
-    return f"byte_at({buffer}[{at} >> 2u], {at})" if kind is dtypes.uint8 else f"{buffer}[{at}]"
 
 
 def stored(dtype, value):

@@ -5,8 +5,8 @@ import math
 from typing import NamedTuple
 
 from .... import dtypes
-from ...base import flat
-from .common import HIGHEST, LOWEST, check_gpu_dtype, check_not_uint8, fill, groups
+from ...base import COPY, flat
+from .common import HIGHEST, LOWEST, check_gpu_dtype, fill, groups, load
 from .params import ParamBlock, u32
 
 # Threads of a reduce workgroup, each reading up to 256 of the REDUCE_SPAN reduced elements the
@@ -49,7 +49,12 @@ REDUCE_PARAMS = ParamBlock(
 class ReduceKernels:
     def reduce(self, op, x, dims, out_dtype):
         check_gpu_dtype(x.dtype, "reducing", float16=True)
-        check_not_uint8(out_dtype, op.name)
+        if out_dtype is dtypes.uint8:
+            # a pass writes a word per output, and uint8 outputs share words: the values in int32,
+            # then a map packs them (it writes each word whole)
+            values = self.reduce(op, x, dims, dtypes.int32)
+            shape = (math.prod(x.shape[d] for d in range(x.ndim) if d not in dims),)
+            return self.map(COPY, (flat(values, shape, dtypes.int32),), shape, dtypes.int32, dtypes.uint8)
         kept = tuple(d for d in range(x.ndim) if d not in dims)
         n_out = math.prod(x.shape[d] for d in kept)
         n_red = math.prod(x.shape[d] for d in dims)
@@ -119,14 +124,13 @@ def _reduce_pass_kernel(op, in_dtype, shape, strides, kept, dims, out_dtype, n_o
 
 def _reduce_source(op, in_dtype, out_dtype, picked):
     compute = "f32" if in_dtype.is_floating_point else "i32"
-    load = "byte_at(x[at >> 2u], at)" if in_dtype is dtypes.uint8 else "x[at]"
     if picked:
         picked_binding = "@group(0) @binding(3) var<storage, read> picked: array<i32>;"
         index = "let c = picked[o * params.count + k];\n        if (c < 0) { continue; }\n        let j = u32(c);"
     else:
         picked_binding, index = "", "let j = k;"
     return fill("reduce", REDUCE_PARAMS, includes=("workgroup",), threads=str(REDUCE_THREADS), compute=compute,
-                out_type=out_dtype.stored, in_type=in_dtype.stored, load=f"T({load})", lowest=LOWEST[compute],
-                highest=HIGHEST[compute], identity=op.identity, combine=op.combine,
+                out_type=out_dtype.stored, in_type=in_dtype.stored, load=f"T({load(in_dtype, 'x', 'at')})",
+                lowest=LOWEST[compute], highest=HIGHEST[compute], identity=op.identity, combine=op.combine,
                 result="i32(r.index)" if op.arg else f"{out_dtype.stored}(r.value)",
                 picked_binding=picked_binding, index=index)
