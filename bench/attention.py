@@ -7,8 +7,8 @@ of each (as in a training step: the inputs' .grad cleared before each backward, 
 on every side, so none times adding into an earlier gradient), and the ratios fused / composed and
 fused / PyTorch (above 1: the fused kernel is slower).
 Each shape is first checked against PyTorch on fresh random inputs. Run on the lent GPU
-(../shared/DEVICE.md): webgrad over Vulkan, PyTorch over CUDA, one process. --threads and --other
-try other tilings of the kernels (kernels/attention.py's THREADS and OTHER_ROWS), --workgroup-bytes
+(../shared/DEVICE.md): webgrad over Vulkan, PyTorch over CUDA, one process. --blocking and --other
+try other tilings of the kernels (kernels/attention.py's BLOCKINGS and OTHER_ROWS), --workgroup-bytes
 the tiles of a smaller workgroup memory than the adapter's (16384: the page's); --shapes picks
 shapes, as BxHxLxE,...; --profile adds each kernel's GPU time (webgrad.profiler).
 """
@@ -28,15 +28,18 @@ SHAPES = [(32, 4, 64, 32), (16, 4, 128, 32), (16, 4, 256, 64), (64, 6, 256, 64),
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--threads", type=int, help="invocations per workgroup")
+    parser.add_argument("--blocking", help="the forward's, dkv's and dq's blocks of scores a thread, threads a "
+                        "workgroup and slices of the weighed tile, as OWNxOTHERxTHREADSxPARTS each: "
+                        "4x4x128x2,4x4x64x1,4x4x64x1 (kernels/attention.py's Blocking)")
     parser.add_argument("--other", help="rows per tile to try, as 32,16")
     parser.add_argument("--shapes", help="BxHxLxE,...")
     parser.add_argument("--workgroup-bytes", type=int,
                         help="size the tiles for this much workgroup memory (16384: the page's), not the adapter's")
     parser.add_argument("--profile", action="store_true", help="then GPU time per kernel (webgrad.profiler)")
     args = parser.parse_args()
-    if args.threads:
-        tiling.THREADS = args.threads
+    if args.blocking:
+        for entry, spec in zip(("forward", "dkv", "dq"), args.blocking.split(",")):
+            tiling.BLOCKINGS[entry] = (tiling.Blocking(*(int(n) for n in spec.split("x"))),)
     if args.other:
         tiling.OTHER_ROWS = tuple(int(n) for n in args.other.split(","))
     shapes = [tuple(int(n) for n in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
@@ -48,7 +51,7 @@ def main():
         limits["max_compute_workgroup_storage_size"] = min(args.workgroup_bytes, limits["max_compute_workgroup_storage_size"])
     info = backend.info
     print(f"webgrad on {info['name']} ({info['backend']}); PyTorch {torch.__version__}, f32, causal; "
-          f"{tiling.THREADS} threads, tiles of {tiling.OTHER_ROWS}, "
+          f"blockings {tiling.BLOCKINGS}, tiles of {tiling.OTHER_ROWS}, "
           f"{limits['max_compute_workgroup_storage_size']} bytes of workgroup memory")
     print(f"{'B x H x L x E':>18} {'fwd ms':>8} {'composed':>8} {'torch':>8} {'f/c':>5} {'f/t':>5}   "
           f"{'fwd+bwd':>8} {'composed':>8} {'torch':>8} {'f/c':>5} {'f/t':>5}")

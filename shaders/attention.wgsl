@@ -4,13 +4,13 @@
 // forward: a workgroup per (batch, OWN queries), over tiles of OTHER keys: the scores of the tile,
 //          an online softmax (running max and sum per row, the output rescaled as the max grows),
 //          out += p v. Writes out (*B, L, Ev) and each query's log-sum-exp lse (*B, L) at `lse_at`.
-// delta:   a thread per query: its (lse, D = rowsum(dout * out)) pair at `stats_at` (in dq's buffer).
+// delta:   LANES threads per query: its (lse, D = rowsum(dout * out)) pair at `stats_at` (in dq's buffer).
 // dkv:     a workgroup per (batch, OWN keys), over tiles of OTHER queries: p = exp(s - lse)
 //          (recomputed), ds = p (dout . v - D); dv += p dout, dk += scale ds q. Writes dk (*B, S, E),
 //          then dv (*B, S, Ev) at `dv_at`.
 // dq:      a workgroup per (batch, OWN queries), over tiles of OTHER keys: dq += scale ds k.
-// Every product is a register tile, as a matmul's: thread (r, c) of THREADS computes the 4 x 4
-// scores of its own rows r + i RG and the tile's rows c + j GROUPS (i, j < 4) from staged chunks
+// Every product is a register tile, as a matmul's: thread (r, c) of THREADS computes the scores of
+// its own rows r + i RG and the tile's rows c + j GROUPS (i < OWN_EACH, j < OTHER_EACH) from staged chunks
 // of CHUNK vec4s of the head (each thread fetching its share of the next chunk into registers
 // while the workgroup uses the current one), then accumulates its own rows' outputs (out, dq, dk,
 // dv) for the head's vec4s c + m GROUPS, from the weights (p or ds) of the whole tile, shared through
@@ -37,21 +37,26 @@
 const THREADS: u32 = {{threads}}u;     // invocations per workgroup
 const OWN: u32 = {{own}}u;             // the workgroup's own rows (queries; dkv: keys)
 const OTHER: u32 = {{other}}u;         // rows of the other side per tile (keys; dkv: queries)
-const GROUPS: u32 = OTHER / 4u;        // threads sharing own rows
-const RG: u32 = OWN / 4u;              // row groups: THREADS = RG * GROUPS
+const OWN_EACH: u32 = {{own_each}}u;   // a thread's own rows (a multiple of 4)
+const OTHER_EACH: u32 = {{other_each}}u;   // and the tile's rows it scores them with
+const GROUPS: u32 = OTHER / OTHER_EACH;    // threads sharing own rows
+const RG: u32 = OWN / OWN_EACH;            // row groups: THREADS = RG * GROUPS
 const CHUNK: u32 = {{chunk}}u;         // vec4s of the head staged per pass of a product
-const XW: u32 = {{xw}}u;               // vec4s of a whole staged row (a multiple of GROUPS, >= the head's)
+const XW: u32 = {{xw}}u;               // vec4s of a staged row of the weighed tile (a multiple of GROUPS;
+                                       // {{parts}} of them cover the head)
+const LANES: u32 = {{lanes}}u;         // delta: threads per query
 const MASKED: u32 = 0xff800000u;       // -inf's bits
 const LOWEST: f32 = -3.4028234e38;     // a running max before any score
 
 // Workgroup memory, in vec4s (16 KiB, WebGPU's default, where the tiles fit; kernels/attention.py picks):
-const W_AT: u32 = 0u;                        // OTHER x RG weights: [tile row][r] = r's 4 own rows
-const X_AT: u32 = OTHER * RG;                // OTHER x XW: a whole tile (v, k, dout or q); or
-const A_AT: u32 = X_AT;                      // OWN x CHUNK of own rows and
-const B_AT: u32 = A_AT + OWN * (CHUNK + 1u); // OTHER x CHUNK of the tile's, while a product runs (a
-                                             // vec4 of padding a row spreads the rows over the banks)
+const W_AT: u32 = 0u;                        // OTHER x OWN / 4 weights: [tile row][h RG + r] = r's own
+                                             // rows 4 h .. 4 h + 3, and
+const X_AT: u32 = OTHER * OWN / 4u;          // OTHER x XW: the weighed tile (v, k, dout or q); or, while a
+const A_AT: u32 = 0u;                        // product runs (a barrier apart), OWN x CHUNK of own rows and
+const B_AT: u32 = A_AT + OWN * (CHUNK + 1u); // OTHER x CHUNK of the tile's (a vec4 of padding a row
+                                             // spreads the rows over the banks)
 var<workgroup> scratch: array<vec4<f32>, {{scratch}}>;
-var<workgroup> row_stats: array<f32, 4u * THREADS>;   // forward: per-thread row max / sum; dkv: (lse, D)
+var<workgroup> row_stats: array<f32, {{stats}}>;   // forward: per-thread row max / sum; dkv: (lse, D)
 
 // Where an operand's batch starts, and its strides along rows and dims.
 struct Operand {
@@ -186,23 +191,32 @@ fn row_max(row: u32, start: f32) -> f32 {
     return top;
 }
 
-// The delta entry: a thread per query, its (lse, D) pair.
+// The delta entry: LANES threads per query, each summing every LANES-th product of its row (neighbours
+// read neighbouring elements; a thread per row, each walking its own, ran at ~0.2 TB/s on the H100),
+// then the first adds the lanes' sums: the row's (lse, D) pair.
 @compute @workgroup_size(THREADS)
 fn delta(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
          @builtin(local_invocation_index) li: u32) {
-    let b = block(wg, nwg, params.queries, THREADS);
-    let row = b.y + li;
-    if (b.x >= params.batch || row >= params.queries) {
-        return;
-    }
-    let at = place(b.x);
-    let flat = b.x * params.queries + row;
+    let b = block(wg, nwg, params.queries, THREADS / LANES);
+    let row = b.y + li / LANES;
+    let inside = (b.x < params.batch) & (row < params.queries);
     var total = 0.0;
-    for (var e = 0u; e < params.value_head; e++) {
-        total = fma(load(3u, element(at.dout, row, e)), saved[element(at.out, row, e)], total);
+    if (inside) {
+        let at = place(b.x);
+        for (var e = li % LANES; e < params.value_head; e += LANES) {
+            total = fma(load(3u, element(at.dout, row, e)), saved[element(at.out, row, e)], total);
+        }
     }
-    out[params.stats_at + 2u * flat] = saved[params.lse_at + flat];
-    out[params.stats_at + 2u * flat + 1u] = total;
+    row_stats[li] = total;
+    workgroupBarrier();
+    if (inside & (li % LANES == 0u)) {
+        for (var lane = 1u; lane < LANES; lane++) {
+            total += row_stats[li + lane];
+        }
+        let flat = b.x * params.queries + row;
+        out[params.stats_at + 2u * flat] = saved[params.lse_at + flat];
+        out[params.stats_at + 2u * flat + 1u] = total;
+    }
 }
 
 {{entries}}

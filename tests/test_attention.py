@@ -12,7 +12,9 @@ import torch.nn.functional as TF
 
 import webgrad as wg
 import webgrad.nn.functional as F
-from webgrad.backends.webgpu.kernels.attention import OTHER_ROWS, THREADS, attention_tiles
+from webgrad.backends.webgpu.kernels import attention as attention_kernels
+from webgrad.backends.webgpu.kernels.attention import (BLOCKINGS, OTHER_ROWS, SOFTWARE_BLOCKINGS, Blocking,
+                                                       attention_tiles)
 from conftest import assert_close, check_op, dispatched_kernels, randn, rng, tag, to_numpy, wg_tensor
 
 
@@ -185,13 +187,20 @@ def test_attention_tiles_fit(workgroup_bytes):
     """Every head up to 128 gets tiles whose workgroup memory (and row_stats') fits the limit, within
     WebGPU's default 16 KiB wherever the largest tiles fit there, the adapter's larger memory only
     for larger tiles than 16 KiB holds."""
-    for nq in range(1, 33):
-        for nv in range(1, 33):
-            default, tiles = attention_tiles(nq, nv, 16384), attention_tiles(nq, nv, workgroup_bytes)
-            used = (tiles.scratch + THREADS) * 16
-            assert used <= workgroup_bytes, tag(f"heads {4 * nq}, {4 * nv}: {tiles} takes {used} bytes")
-            assert tiles == default or (tiles.other > default.other and used > 16384), \
-                tag(f"heads {4 * nq}, {4 * nv}: {tiles} where {default} fits 16 KiB")
+    for blockings in {SOFTWARE_BLOCKINGS, *BLOCKINGS.values()}:
+        for nq in range(1, 33):
+            for nv in range(1, 33):
+                default = attention_tiles(nq, nv, 16384, blockings)
+                tiles = attention_tiles(nq, nv, workgroup_bytes, blockings)
+                used = tiles.bytes()
+                assert used <= workgroup_bytes, tag(f"heads {4 * nq}, {4 * nv}: {tiles} takes {used} bytes")
+                assert tiles == default or (tiles.other > default.other and used > 16384), \
+                    tag(f"heads {4 * nq}, {4 * nv}: {tiles} where {default} fits 16 KiB")
+    forward = BLOCKINGS["forward"]
+    assert attention_tiles(16, 16, workgroup_bytes, forward).threads == forward[0].threads, \
+        "heads of 64: the GPU's preferred forward"
+    assert attention_tiles(32, 32, workgroup_bytes, forward).threads == forward[-1].threads, \
+        "heads of 128: the preferred forward's tiles of 32 rows do not fit 16 KiB"
     assert attention_tiles(32, 32, 16384).other < attention_tiles(32, 32, 32768).other == OTHER_ROWS[0], \
         "heads of 128: the largest tiles where the memory holds them"
 
@@ -207,6 +216,22 @@ def test_sdpa_default_workgroup_memory(causal, monkeypatch):
     check_op(_sdpa(F, is_causal=causal), randn(2, 21, 128), randn(2, 35, 128), randn(2, 35, 120),
              *([] if mask is None else [mask]), device="webgpu", torch_fn=_sdpa(TF, is_causal=causal), grad=[0, 1, 2],
              fd=False)
+
+
+@pytest.mark.parametrize("blockings", [(Blocking(8, 4, 32),), (Blocking(4, 8, 32),), (Blocking(8, 4, 64),),
+                                       BLOCKINGS["forward"]], ids=str)
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_other_blockings(blockings, causal, monkeypatch):
+    """The kernels written out for other blocks of scores a thread (a GPU's forward; those that
+    bench/attention.py --blocking compares) against torch: lengths past one tile, heads ending
+    mid-chunk, E != Ev, a mask; heads of 128 too where the GPU's forward falls back."""
+    monkeypatch.setattr(attention_kernels, "entry_blockings", lambda entry, is_software: blockings)
+    mask = None if causal else rng().random((45, 37)) < 0.8
+    heads = [(24, 40)] + ([(128, 120)] if blockings == BLOCKINGS["forward"] else [])
+    for e, ev in heads:
+        check_op(_sdpa(F, is_causal=causal), randn(2, 45, e), randn(2, 37, e), randn(2, 37, ev),
+                 *([] if mask is None else [mask]), device="webgpu", torch_fn=_sdpa(TF, is_causal=causal),
+                 grad=[0, 1, 2], fd=False)
 
 
 @pytest.mark.parametrize("p", [0.2, 0.5])

@@ -11,9 +11,36 @@ from .params import ParamBlock, f32, u32
 # Past ATTENTION_MAX_HEAD dims a thread's accumulators outgrow its registers: the op composes
 # attention there.
 ATTENTION_MAX_HEAD = 128
-THREADS = 64              # invocations per workgroup (shaders/attention.wgsl's THREADS)
 WORKGROUP_BYTES = 16384   # WebGPU's default maxComputeWorkgroupStorageSize (the page's)
 OTHER_ROWS = (32, 16, 8)  # the tiles' rows tried, largest first (bench/attention.py compares them)
+DELTA_LANES = 8           # the delta entry's threads per query
+
+
+class Blocking(NamedTuple):
+    """A thread's block of a tile's scores, own_each of the workgroup's own rows (a multiple of 4) by
+    other_each of the tile's rows; the threads of a workgroup; the weighed tile staged in up to
+    `parts` slices of its columns, one after the other (less workgroup memory, two barriers more a
+    slice)."""
+    own_each: int
+    other_each: int
+    threads: int
+    parts: int = 1
+
+
+# Each entry's blockings on a GPU, preferred first (bench/attention.py --blocking compares others; H100,
+# heads of 64: the forward of 128 threads with the weighed tile in two slices 0.44 -> 0.36 ms, dkv and
+# dq slower so; bench/NOTES.md). A blocking before the last is taken only where its tiles of 32 rows fit
+# WebGPU's default 16 KiB (heads up to 64: where it was measured).
+BLOCKINGS = {"forward": (Blocking(4, 4, 128, 2), Blocking(4, 4, 64)), "delta": (Blocking(4, 4, 64),),
+             "dkv": (Blocking(4, 4, 64),), "dq": (Blocking(4, 4, 64),)}
+# A software adapter (lavapipe, SwiftShader: a CPU running each invocation as a SIMD lane) ran that
+# forward 2x slower: there every entry keeps 64 threads.
+SOFTWARE_BLOCKINGS = (Blocking(4, 4, 64),)
+
+
+def entry_blockings(entry, is_software):
+    """The blockings `entry` tries, preferred first, on a software adapter or a GPU."""
+    return SOFTWARE_BLOCKINGS if is_software else BLOCKINGS[entry]
 
 # The kernels' parameters (their meanings: shaders/attention.wgsl).
 ATTENTION_PARAMS = ParamBlock(
@@ -27,36 +54,67 @@ Q, K, V, DOUT = range(4)   # shaders/attention.wgsl's operand numbers
 
 
 class Tiles(NamedTuple):
-    """A workgroup's blocking: OWN rows of its own, OTHER rows of the other side per tile, products
-    over the head CHUNK vec4s at a time, whole staged rows XW vec4s wide; SCRATCH vec4s in all."""
+    """A workgroup's blocking: `threads` threads of own_each x other_each scores each; OWN rows of its
+    own, OTHER rows of the other side per tile, products over the head CHUNK vec4s at a time, the
+    weighed tile staged in PARTS slices XW vec4s wide; SCRATCH vec4s and STATS floats of workgroup
+    memory."""
+    threads: int
+    own_each: int
+    other_each: int
     own: int
     other: int
     chunk: int
     xw: int
+    parts: int
     scratch: int
+    stats: int
+
+    def bytes(self):
+        return 16 * self.scratch + 4 * self.stats
 
 
-def attention_tiles(nq, nv, workgroup_bytes=WORKGROUP_BYTES):
-    """The largest tiles (OTHER_ROWS rows; each thread 4 x 4 scores) for heads of nq (q, k) and nv
-    (v) vec4s, in the least workgroup memory that holds them: WebGPU's default 16 KiB, else the
-    adapter's workgroup_bytes (tiles of 32 rows need more past heads of 64); then the fewest passes
-    of a product over the head that fit. More memory than the tiles need lowers occupancy: on the
-    H100, heads of 64 kept resident beside the tiles (31 KiB) ran the backward 2.2x slower."""
+def attention_tiles(nq, nv, workgroup_bytes=WORKGROUP_BYTES, blockings=SOFTWARE_BLOCKINGS):
+    """The tiles for heads of nq (q, k) and nv (v) vec4s: of the first of `blockings` whose tiles of
+    OTHER_ROWS[0] rows fit WebGPU's default 16 KiB, else of the last, by _largest_tiles."""
+    *preferred, last = blockings
+    for blocking in preferred:
+        tiles = _largest_tiles(nq, nv, min(WORKGROUP_BYTES, workgroup_bytes), blocking, OTHER_ROWS[:1])
+        if tiles:
+            return tiles
+    tiles = _largest_tiles(nq, nv, workgroup_bytes, last, OTHER_ROWS)
+    if not tiles:
+        raise ValueError(f"attention: no tiles of {last} fit {workgroup_bytes} bytes for heads of {4 * max(nq, nv)}")
+    return tiles
+
+
+def _largest_tiles(nq, nv, workgroup_bytes, blocking, other_rows):
+    """The largest tiles (other_rows rows, largest first) of `blocking`, in the least workgroup memory
+    that holds them: WebGPU's default 16 KiB, else the adapter's workgroup_bytes (tiles of 32 rows need
+    more past heads of 64); then the fewest passes of a product over the head that fit; None where
+    none fit. More memory than the tiles need lowers occupancy: on the H100, heads of 64 kept resident
+    beside the tiles (31 KiB) ran the backward 2.2x slower; 7 KiB held unused beside 13 KiB, 1.3x."""
     widest = max(nq, nv)
+    own_each, other_each, threads, most_parts = blocking
     budgets = sorted({min(WORKGROUP_BYTES, workgroup_bytes), workgroup_bytes})
-    for other in OTHER_ROWS:
-        groups = other // 4
-        own = 4 * THREADS // groups
-        xw = -(-widest // groups) * groups
-        sizes = {chunk: other * own // 4 + max(other * xw, (own + other) * (chunk + 1))
+    for other in other_rows:
+        groups = other // other_each
+        if other % other_each or threads % groups:
+            continue
+        own = threads // groups * own_each
+        per = -(-widest // groups)   # vec4s of a staged row a thread accumulates
+        parts = max(p for p in range(1, most_parts + 1) if per % p == 0)
+        xw = per // parts * groups
+        stats = max(own * groups, 2 * other)
+        # the weights and the whole tile, or (while a product runs) both sides' chunks, padded a vec4
+        sizes = {chunk: max(own * other // 4 + other * xw, (own + other) * (chunk + 1))
                  for chunk in range(1, min(16, widest) + 1)}
-        for budget in budgets:   # (and row_stats' THREADS vec4s)
-            fitting = [chunk for chunk, vec4s in sizes.items() if (vec4s + THREADS) * 16 <= budget]
+        for budget in budgets:
+            fitting = [chunk for chunk, vec4s in sizes.items() if 16 * vec4s + 4 * stats <= budget]
             if fitting:
                 passes = -(-widest // fitting[-1])
                 chunk = -(-widest // passes)
-                return Tiles(own, other, chunk, xw, sizes[chunk])
-    raise ValueError(f"attention: no tiles fit {workgroup_bytes} bytes for heads of {4 * widest}")
+                return Tiles(threads, own_each, other_each, own, other, chunk, xw, parts, sizes[chunk], stats)
+    return None
 
 
 class AttentionKernels:
@@ -96,8 +154,9 @@ class AttentionKernels:
         batch = math.prod(batch_shape)
         nq, nv = (-(-size // 4) for size in (q.shape[-1], v.shape[-1]))
         rows = k.shape[-2] if entry == "dkv" else q.shape[-2]
-        tiles = attention_tiles(nq, nv, self.runtime.limits["max_compute_workgroup_storage_size"])
-        block = THREADS if entry == "delta" else tiles.own
+        tiles = attention_tiles(nq, nv, self.runtime.limits["max_compute_workgroup_storage_size"],
+                                entry_blockings(entry, self.is_software))
+        block = tiles.threads // DELTA_LANES if entry == "delta" else tiles.own
         if not batch or not rows:
             return
         dims = len(batch_shape) + 2
@@ -118,7 +177,6 @@ class AttentionKernels:
 
 
 # ---- the entry points, written out per head size (shaders/attention.wgsl says what each computes) ----
-R = range(4)   # a thread's own rows i and tile rows j
 
 
 def _operand(which):
@@ -139,10 +197,11 @@ def _product(name, own, other, n4, own_rows, other_rows, tiles):
     current one is used (only the first chunk waits for global memory; holding the next product's
     or tile's first chunk across the tile as well measured no faster on the H100). own_rows,
     other_rows: (first row, row count) as WGSL expressions."""
-    lines = [f"{name}{i}{j} = 0.0;" for i in R for j in R]
+    mine, theirs = range(tiles.own_each), range(tiles.other_each)
+    lines = [f"{name}{i}{j} = 0.0;" for i in mine for j in theirs]
     sides = [("a", own, own_rows, "OWN", "A_AT", tiles.own), ("b", other, other_rows, "OTHER", "B_AT", tiles.other)]
     fetches = [(f"{name}_{side}{u}", f"li + {u}u * THREADS", which, ", ".join(rows), size, at)
-               for side, which, rows, size, at, count in sides for u in range(-(-count * tiles.chunk // THREADS))]
+               for side, which, rows, size, at, count in sides for u in range(-(-count * tiles.chunk // tiles.threads))]
 
     def fetch(d0):
         return [f"{reg} = fetch({i}, {_operand(which)}, {rows}, {size}, {d0}, CHUNK);"
@@ -152,47 +211,65 @@ def _product(name, own, other, n4, own_rows, other_rows, tiles):
     lines += [f"    put({i}, {at}, {size}, CHUNK, CHUNK + 1u, {reg});" for reg, i, _, _, size, at in fetches]
     lines += ["    workgroupBarrier();", f"    if (d0 + CHUNK < {n4}u) {{"]
     lines += ["        " + line for line in fetch("d0 + CHUNK")] + ["    }", "    for (var d = 0u; d < CHUNK; d++) {"]
-    lines += [f"        let a{i} = scratch[A_AT + (r + {i}u * RG) * (CHUNK + 1u) + d];" for i in R]
-    lines += [f"        let b{j} = scratch[B_AT + (c + {j}u * GROUPS) * (CHUNK + 1u) + d];" for j in R]
-    lines += [f"        {name}{i}{j} += dot(a{i}, b{j});" for i in R for j in R]
+    lines += [f"        let a{i} = scratch[A_AT + (r + {i}u * RG) * (CHUNK + 1u) + d];" for i in mine]
+    lines += [f"        let b{j} = scratch[B_AT + (c + {j}u * GROUPS) * (CHUNK + 1u) + d];" for j in theirs]
+    lines += [f"        {name}{i}{j} += dot(a{i}, b{j});" for i in mine for j in theirs]
     return lines + ["    }", "    workgroupBarrier();", "}"]
 
 
 def _tile_fetch(name, operand, other_rows, tiles):
-    """The thread's share of the whole tile of `operand` (rows other_rows, XW vec4s each), fetched into
-    registers tile_{name}{u} for _weights. Fetched before a tile's products (forward, dq), its wait
-    hides behind them (H100: forward -14%, dq the same); dkv fetches each of its two tiles just before _weights
-    (ahead of its products it measured 2% slower: more registers held through both)."""
-    return [f"let tile_{name}{u} = fetch(li + {u}u * THREADS, {_operand(operand)}, {other_rows[0]}, "
-            f"{other_rows[1]}, OTHER, 0u, XW);" for u in range(_tile_shares(tiles))]
+    """The thread's share of the whole tile of `operand` (rows other_rows, PARTS slices of XW vec4s),
+    fetched into registers tile_{name}{p}_{u} for _weights and _accumulate. Fetched before a tile's
+    products (forward, dq), its wait hides behind them (H100: forward -14%, dq the same); dkv fetches
+    each of its two tiles just before _weights (ahead of its products it measured 2% slower: more
+    registers held through both)."""
+    return [f"let tile_{name}{p}_{u} = fetch(li + {u}u * THREADS, {_operand(operand)}, {other_rows[0]}, "
+            f"{other_rows[1]}, OTHER, {p}u * XW, XW);" for p in range(tiles.parts) for u in range(_tile_shares(tiles))]
 
 
 def _tile_shares(tiles):
-    """vec4s of a whole tile per thread."""
-    return -(-tiles.other * tiles.xw // THREADS)
+    """vec4s of a tile's slice per thread."""
+    return -(-tiles.other * tiles.xw // tiles.threads)
+
+
+def _put_tile(tile, part, tiles):
+    return [f"put(li + {u}u * THREADS, X_AT, OTHER, XW, XW, tile_{tile}{part}_{u});"
+            for u in range(_tile_shares(tiles))]
 
 
 def _weights(name, tile, tiles):
-    """Shares the thread's weights name{i}{j} through workgroup memory and puts the whole tile that
-    they weigh (_tile_fetch's tile_{tile}{u}) in scratch, then waits for the workgroup."""
-    lines = [f"scratch[W_AT + (c + {j}u * GROUPS) * RG + r] = vec4({', '.join(f'{name}{i}{j}' for i in R)});"
-             for j in R]
-    lines += [f"put(li + {u}u * THREADS, X_AT, OTHER, XW, XW, tile_{tile}{u});" for u in range(_tile_shares(tiles))]
-    return lines + ["workgroupBarrier();"]
+    """Shares the thread's weights name{i}{j} through workgroup memory and puts the first slice of the
+    tile that they weigh (_tile_fetch's tile_{tile}) in scratch, then waits for the workgroup."""
+    lines = [f"scratch[W_AT + (c + {j}u * GROUPS) * (OWN / 4u) + {h}u * RG + r] = "
+             f"vec4({', '.join(f'{name}{i}{j}' for i in range(4 * h, 4 * h + 4))});"
+             for j in range(tiles.other_each) for h in range(tiles.own_each // 4)]
+    return lines + _put_tile(tile, 0, tiles) + ["workgroupBarrier();"]
 
 
-def _accumulate(acc, count):
-    """acc{i}_{m} += sum over the tile of weight (i, j) * the staged tile row j's vec4 c + m GROUPS."""
-    lines = ["for (var j = 0u; j < OTHER; j++) {", "    let w = scratch[W_AT + j * RG + r];"]
-    lines += [f"    let x{m} = scratch[X_AT + j * XW + c + {m}u * GROUPS];" for m in range(count)]
-    lines += [f"    {acc}{i}_{m} = fma(vec4(w[{i}]), x{m}, {acc}{i}_{m});" for i in R for m in range(count)]
-    return lines + ["}", "workgroupBarrier();"]
+def _accumulate(acc, count, tile, tiles):
+    """acc{i}_{m} += sum over the tile of weight (i, j) * the tile row j's vec4 c + m GROUPS, a staged
+    slice of the tile (_weights' first, then each next) at a time."""
+    per = tiles.xw // (tiles.other // tiles.other_each)   # a slice's vec4s a thread accumulates
+    lines = []
+    for part in range(tiles.parts):
+        mine = range(part * per, min(count, (part + 1) * per))
+        if not mine:
+            break
+        if part:
+            lines += _put_tile(tile, part, tiles) + ["workgroupBarrier();"]
+        lines += ["for (var j = 0u; j < OTHER; j++) {"]
+        lines += [f"    let w{h} = scratch[W_AT + j * (OWN / 4u) + {h}u * RG + r];" for h in range(tiles.own_each // 4)]
+        lines += [f"    let x{m} = scratch[X_AT + j * XW + c + {m - part * per}u * GROUPS];" for m in mine]
+        lines += [f"    {acc}{i}_{m} = fma(vec4(w{i // 4}[{i % 4}]), x{m}, {acc}{i}_{m});"
+                  for i in range(tiles.own_each) for m in mine]
+        lines += ["}", "workgroupBarrier();"]
+    return lines
 
 
-def _store(acc, count, rows, target, size, factor):
+def _store(acc, count, rows, target, size, factor, tiles):
     """Writes acc{i}_{m} * factor for the thread's own rows below `rows` through Operand at.{target}."""
     lines = []
-    for i in R:
+    for i in range(tiles.own_each):
         lines += [f"if (first + r + {i}u * RG < {rows}) {{",
                   f"    let base = at.{target}.start + (first + r + {i}u * RG) * at.{target}.row;"]
         lines += [f"    put4(base, {size}, c + {m}u * GROUPS, {acc}{i}_{m} * {factor});" for m in range(count)]
@@ -200,71 +277,81 @@ def _store(acc, count, rows, target, size, factor):
     return lines
 
 
-def _declare(*names, count=0):
+def _declare(tiles, *names, count=0):
     """Scalars name{i}{j} (count 0) or vec4 accumulators name{i}_{m}, m < count."""
+    mine = range(tiles.own_each)
     if not count:
-        return [f"var {n}{i}{j} = 0.0;" for n in names for i in R for j in R]
-    return [f"var {n}{i}_{m} = vec4<f32>();" for n in names for i in R for m in range(count)]
+        return [f"var {n}{i}{j} = 0.0;" for n in names for i in mine for j in range(tiles.other_each)]
+    return [f"var {n}{i}_{m} = vec4<f32>();" for n in names for i in mine for m in range(count)]
+
+
+def _tree(op, terms):
+    """terms combined pairwise, as a balanced tree (op: 'max' or 'add'), a WGSL expression."""
+    while len(terms) > 1:
+        pairs = [terms[n:n + 2] for n in range(0, len(terms), 2)]
+        terms = [(f"max({p[0]}, {p[1]})" if op == "max" else f"({p[0]} + {p[1]})") if len(p) == 2 else p[0]
+                 for p in pairs]
+    return terms[0]
 
 
 def _entry_body(entry, nq, nv, tiles):
-    mq, mv = (-(-n // (tiles.other // 4)) for n in (nq, nv))
-    own_row = [f"first + r + {i}u * RG" for i in R]
-    tile_row = [f"start + c + {j}u * GROUPS" for j in R]
+    mq, mv = (-(-n // (tiles.other // tiles.other_each)) for n in (nq, nv))
+    mine, theirs = range(tiles.own_each), range(tiles.other_each)
+    own_row = [f"first + r + {i}u * RG" for i in mine]
+    tile_row = [f"start + c + {j}u * GROUPS" for j in theirs]
     rows = "params.keys" if entry == "dkv" else "params.queries"
     body = [f"let b = block(wg, nwg, {rows}, OWN);",
             "if (b.x >= params.batch) {", "    return;", "}",
             "let at = place(b.x);", "let first = b.y;", "let r = li / GROUPS;", "let c = li % GROUPS;"]
     if entry == "forward":
         keys, own = ("start", "params.keys"), ("first", "params.queries")
-        body += _declare("s") + _declare("p") + _declare("a", count=mv)
-        body += [f"var top{i} = LOWEST;" for i in R] + [f"var total{i} = 0.0;" for i in R]
+        body += _declare(tiles, "s", "p") + _declare(tiles, "a", count=mv)
+        body += [f"var top{i} = LOWEST;" for i in mine] + [f"var total{i} = 0.0;" for i in mine]
         body += ["for (var start = 0u; start < keys_end(first); start += OTHER) {"]
         loop = _tile_fetch("v", V, keys, tiles) + _product("s", Q, K, nq, own, keys, tiles)
-        loop += [f"s{i}{j} = {_score(own_row[i], tile_row[j], f's{i}{j}')};" for i in R for j in R]
-        for i in R:   # the tile's max of the thread's part of row i, shared with the row's threads
-            unmasked = [f"select(LOWEST, s{i}{j}, !is_masked(s{i}{j}))" for j in R]
-            loop += [f"row_stats[(r + {i}u * RG) * GROUPS + c] = "
-                     f"max(max({unmasked[0]}, {unmasked[1]}), max({unmasked[2]}, {unmasked[3]}));"]
+        loop += [f"s{i}{j} = {_score(own_row[i], tile_row[j], f's{i}{j}')};" for i in mine for j in theirs]
+        for i in mine:   # the tile's max of the thread's part of row i, shared with the row's threads
+            unmasked = [f"select(LOWEST, s{i}{j}, !is_masked(s{i}{j}))" for j in theirs]
+            loop += [f"row_stats[(r + {i}u * RG) * GROUPS + c] = {_tree('max', unmasked)};"]
         loop += ["workgroupBarrier();"]
-        for i in R:
+        for i in mine:
             loop += [f"let top_{i} = row_max(r + {i}u * RG, top{i});",
                      f"let rescale{i} = exp(top{i} - top_{i});", f"top{i} = top_{i};"]
             loop += [f"a{i}_{m} *= rescale{i};" for m in range(mv)]
-            loop += [f"p{i}{j} = select(0.0, exp(s{i}{j} - top{i}), !is_masked(s{i}{j}));" for j in R]
-            loop += [f"total{i} = total{i} * rescale{i} + (p{i}0 + p{i}1) + (p{i}2 + p{i}3);"]
-        loop += _weights("p", "v", tiles) + _accumulate("a", mv)
+            loop += [f"p{i}{j} = select(0.0, exp(s{i}{j} - top{i}), !is_masked(s{i}{j}));" for j in theirs]
+            loop += [f"total{i} = total{i} * rescale{i} + {_tree('add', [f'p{i}{j}' for j in theirs])};"]
+        loop += _weights("p", "v", tiles) + _accumulate("a", mv, "v", tiles)
         body += ["    " + line for line in loop] + ["}"]
-        body += [f"row_stats[(r + {i}u * RG) * GROUPS + c] = total{i};" for i in R] + ["workgroupBarrier();"]
-        body += [f"let sum{i} = row_total(r + {i}u * RG);" for i in R]
-        body += [f"let inverse{i} = select(0.0, 1.0 / sum{i}, sum{i} > 0.0);" for i in R]
-        for i in R:
+        body += [f"row_stats[(r + {i}u * RG) * GROUPS + c] = total{i};" for i in mine] + ["workgroupBarrier();"]
+        body += [f"let sum{i} = row_total(r + {i}u * RG);" for i in mine]
+        body += [f"let inverse{i} = select(0.0, 1.0 / sum{i}, sum{i} > 0.0);" for i in mine]
+        for i in mine:
             body += [f"a{i}_{m} *= inverse{i};" for m in range(mv)]
-        body += _store("a", mv, "params.queries", "out", "params.value_head", "1.0")
-        for i in R:
+        body += _store("a", mv, "params.queries", "out", "params.value_head", "1.0", tiles)
+        for i in mine:
             body += [f"if (c == 0u && {own_row[i]} < params.queries) {{",
                      f"    out[params.lse_at + at.batch * params.queries + {own_row[i]}] = "
                      f"select(f32_from_bits(MASKED), top{i} + log(sum{i}), sum{i} > 0.0);", "}"]
     elif entry == "dq":
         keys, own = ("start", "params.keys"), ("first", "params.queries")
-        body += _declare("s", "dp") + _declare("a", count=mq)
-        for i in R:   # the rows' (lse, D) from the delta pass, in this kernel's own buffer
+        body += _declare(tiles, "s", "dp") + _declare(tiles, "a", count=mq)
+        for i in mine:   # the rows' (lse, D) from the delta pass, in this kernel's own buffer
             body += [f"let stat{i} = at.batch * params.queries + min({own_row[i]}, params.queries - 1u);",
                      f"let lse{i} = out[params.stats_at + 2u * stat{i}];",
                      f"let delta{i} = out[params.stats_at + 2u * stat{i} + 1u];"]
         body += ["for (var start = 0u; start < keys_end(first); start += OTHER) {"]
         loop = _tile_fetch("k", K, keys, tiles) + _product("s", Q, K, nq, own, keys, tiles)
         loop += _product("dp", DOUT, V, nv, own, keys, tiles)
-        for i in R:
-            for j in R:
+        for i in mine:
+            for j in theirs:
                 loop += [f"s{i}{j} = {_score(own_row[i], tile_row[j], f's{i}{j}')};",
                          f"s{i}{j} = select(0.0, exp(s{i}{j} - lse{i}) * (dp{i}{j} - delta{i}), !is_masked(s{i}{j}));"]
-        loop += _weights("s", "k", tiles) + _accumulate("a", mq)
+        loop += _weights("s", "k", tiles) + _accumulate("a", mq, "k", tiles)
         body += ["    " + line for line in loop] + ["}"]
-        body += _store("a", mq, "params.queries", "out", "params.head", "params.scale")
+        body += _store("a", mq, "params.queries", "out", "params.head", "params.scale", tiles)
     else:
         queries, own = ("start", "params.queries"), ("first", "params.keys")
-        body += _declare("s", "dp") + _declare("dk", count=mq) + _declare("dv", count=mv)
+        body += _declare(tiles, "s", "dp") + _declare(tiles, "dk", count=mq) + _declare(tiles, "dv", count=mv)
         body += ["// causal: the queries before the workgroup's first key attend none of its keys",
                  "for (var start = select(0u, first, params.causal == 1u); start < params.queries; start += OTHER) {"]
         loop = ["for (var j = li; j < OTHER; j += THREADS) {   // the tile's (lse, D) (past the end: masked)",
@@ -273,19 +360,20 @@ def _entry_body(entry, nq, nv, tiles):
                 "    row_stats[2u * j + 1u] = saved[params.stats_at + 2u * query + 1u];",
                 "}"]
         loop += _product("s", K, Q, nq, own, queries, tiles) + _product("dp", V, DOUT, nv, own, queries, tiles)
-        for j in R:
+        for j in theirs:
             loop += [f"let lse{j} = row_stats[2u * (c + {j}u * GROUPS)];",
                      f"let delta{j} = row_stats[2u * (c + {j}u * GROUPS) + 1u];"]
-            for i in R:
+            for i in mine:
                 loop += [f"s{i}{j} = {_score(tile_row[j], own_row[i], f's{i}{j}')};",
                          f"s{i}{j} = select(0.0, exp(s{i}{j} - lse{j}), !is_masked(s{i}{j}));",
                          f"dp{i}{j} = s{i}{j} * (dp{i}{j} - delta{j});"]
-        loop += _tile_fetch("dout", DOUT, queries, tiles) + _weights("s", "dout", tiles) + _accumulate("dv", mv)
+        loop += _tile_fetch("dout", DOUT, queries, tiles) + _weights("s", "dout", tiles)
+        loop += _accumulate("dv", mv, "dout", tiles)
         loop += _tile_fetch("q", Q, queries, tiles) + _weights("dp", "q", tiles)
-        loop += _accumulate("dk", mq)
+        loop += _accumulate("dk", mq, "q", tiles)
         body += ["    " + line for line in loop] + ["}"]
-        body += _store("dk", mq, "params.keys", "out", "params.head", "params.scale")
-        body += _store("dv", mv, "params.keys", "dv", "params.value_head", "1.0")
+        body += _store("dk", mq, "params.keys", "out", "params.head", "params.scale", tiles)
+        body += _store("dv", mv, "params.keys", "dv", "params.value_head", "1.0", tiles)
     return body
 
 
@@ -298,8 +386,8 @@ def _attention_source(entry, nq, nv, tiles):
                 f"fn {entry}(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,",
                 "        @builtin(local_invocation_index) li: u32) {"]
         entries = "\n".join(head + ["    " + line for line in _entry_body(entry, nq, nv, tiles)] + ["}"])
-    return fill("attention", ATTENTION_PARAMS, threads=str(THREADS), own=str(tiles.own), other=str(tiles.other),
-                chunk=str(tiles.chunk), xw=str(tiles.xw), scratch=str(tiles.scratch), entries=entries)
+    slots = {name: str(value) for name, value in tiles._asdict().items()}
+    return fill("attention", ATTENTION_PARAMS, entries=entries, lanes=str(DELTA_LANES), **slots)
 
 
 def _mask_storage(q, mask):
