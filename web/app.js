@@ -6,6 +6,7 @@ import { mnistView } from './mnist.js';
 import { codeEditor } from './editor.js';
 import { CHOICES, configFrom, DEFAULTS, FEATURES, fromHash, parseFeatures, parseHidden, PRESETS, problemOf, scriptFor,
          toHash } from './script.js';
+import { timeChart } from './time_chart.js';
 import { drawNetwork, drawOutput, drawScale, lossChart, readFrame, readPoints } from './toy_plots.js';
 import { $, adapterName, printTo, PythonWorker, showToggle } from './ui.js';
 
@@ -26,6 +27,7 @@ let points = null;           // toy_plots.readPoints's
 let lastFrame = null;        // toy_plots.readFrame's of the last frame
 let curves = [[], [], []];   // steps, training loss, test loss
 let setCurves = null;        // the loss chart's
+let toyTime = null;          // the "Where the time goes" panel (time_chart.js)
 
 // ---- controls and URL
 
@@ -178,12 +180,14 @@ const handlers = {
     ready = true;
     mnist.adapter(isSoftware);
     lm.adapter(isSoftware);
+    toyTime.ready();
     others[view]?.start();
   },
   points({ data }) {
     points = readPoints(data);
     lastFrame = null;
     curves = [[], [], []];
+    toyTime.fresh();
     drawScale($('scale'), points.regression);
     $('score-label').textContent = points.regression ? 'Test R²' : 'Test accuracy';
     drawPlots();
@@ -233,6 +237,7 @@ const handlers = {
                        : can ? 'Play goes on training the model drawn' : 'Play waits for a script that works';
     setStatus(`Stopped${what}; ${next}.`);
   },
+  profile: (message) => toyTime.show(message),
   stdout: ({ text }) => printTo(pythonOutput(), text),
   stderr: ({ text }) => printTo(pythonOutput(), text, 'note'),
   error({ text }) {
@@ -329,6 +334,7 @@ const code = codeEditor($('code'), { testid: 'code', label: 'Python training scr
                                     run: runCode, badge: $('code-edited') });
 setupControls();
 setCurves = lossChart($('chart'));
+toyTime = timeChart('', post, 'Play', () => playing);
 showView();
 showCorrections(view === 'playground' ? linkCorrections : others[view].corrections);
 if (!navigator.gpu) {

@@ -5,6 +5,7 @@
 // lm_settings.js and its attention map in lm_attention.js.
 import { codeEditor } from './editor.js';
 import { attentionMap, shown } from './lm_attention.js';
+import { timeChart } from './time_chart.js';
 import { FAST_ON_SOFTWARE, LABELS, LM_CHOICES, lmFromHash, lmToHash, MAX_PROMPT, PROMPTS, SIZES, sizeLabel } from './lm_settings.js';
 import uPlot from './uplot/uPlot.esm.js';
 import { $, printTo, saveFile, showAge, showBusy, showRunProgress, showStatus, stepAxis, takeFile,
@@ -61,6 +62,7 @@ export function lmView(send, initialHash) {
   const code = codeEditor($('lm-code'), { testid: 'lm-code', label: 'Python language-model script', filename: 'lm.py',
                                           run: runCode, badge: $('lm-code-edited') });
   const attention = attentionMap(() => settings.prompt);
+  const timePanel = timeChart('lm-', post, 'Train', () => training);
   showTemperature();
   showOwnText();
   setBusy(true);
@@ -215,6 +217,7 @@ export function lmView(send, initialHash) {
     for (const id of ['lm-train-loss', 'lm-val-loss', 'lm-speed']) $(id).textContent = '–';
     evaluatedAt = null;
     showProgress(steps);
+    timePanel.fresh();
   }
 
   function showProgress(steps) {
@@ -299,7 +302,7 @@ export function lmView(send, initialHash) {
     },
     'lm-progress'({ data: [steps, loss], stepMs }) {
       $('lm-train-loss').textContent = loss.toFixed(3);
-      $('lm-speed').textContent = (1000 / stepMs).toFixed(1);
+      if (stepMs) $('lm-speed').textContent = (1000 / stepMs).toFixed(1);   // none from profiled steps
       showProgress(steps);
       addPoint(steps, loss, null);
     },
@@ -311,6 +314,7 @@ export function lmView(send, initialHash) {
     },
     'lm-sample': ({ sample: s }) => showSample(s),
     'lm-attention': ({ maps }) => attention.show(maps),
+    'lm-profile': (message) => timePanel.show(message),
     'lm-weights'({ data }) {
       const name = `webgrad-gpt-${settings.corpus}.pt`;
       saveFile(data, name);
@@ -356,6 +360,7 @@ export function lmView(send, initialHash) {
     start() {  // the worker is ready: the first configure loads the text
       if (started) return;
       started = true;
+      timePanel.ready();
       $('lm-use-text').disabled = false;
       configure();
     },

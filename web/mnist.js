@@ -4,6 +4,7 @@
 import uPlot from './uplot/uPlot.esm.js';
 import { oneOfEach, settingsFromHash, wholeNumber } from './link_settings.js';
 import { digitImage, drawingPad } from './mnist_draw.js';
+import { timeChart } from './time_chart.js';
 import { $, saveFile, showAge, showBusy, showRunProgress, showStatus, stepAxis, takeFile, trainingStatus } from './ui.js';
 
 export const MNIST_CHOICES = {
@@ -65,6 +66,7 @@ export function mnistView(post, initialHash) {
   }
   setBusy(true);
   const pad = drawingPad(post, () => started);
+  const timePanel = timeChart('mnist-', post, 'Train', () => training);
 
   // The options, named in words; on a software GPU the CNN says it is slow.
   function showChoices() {
@@ -118,6 +120,7 @@ export function mnistView(post, initialHash) {
     chart.setData(curves);
     for (const id of ['mnist-loss', 'mnist-train-accuracy', 'mnist-speed']) $(id).textContent = '–';
     showProgress(0);
+    timePanel.fresh();
   }
 
   function showProgress(steps) {
@@ -249,7 +252,7 @@ export function mnistView(post, initialHash) {
     'mnist-progress'({ data: [steps, loss, accuracy], stepMs }) {
       $('mnist-loss').textContent = loss.toFixed(3);
       $('mnist-train-accuracy').textContent = accuracy.toFixed(3);
-      $('mnist-speed').textContent = (1000 / stepMs).toFixed(1);
+      if (stepMs) $('mnist-speed').textContent = (1000 / stepMs).toFixed(1);   // none from profiled steps
       showProgress(steps);
       addPoint(steps, loss, accuracy, null);
     },
@@ -259,6 +262,7 @@ export function mnistView(post, initialHash) {
       pad.predict();  // the drawing's guess follows the model as it learns
     },
     'mnist-probs': ({ data }) => pad.answered(Array.from(data)),
+    'mnist-profile': (message) => timePanel.show(message),
     'mnist-weights': saveWeights,
     'mnist-loaded'({ model }) {
       settings.model = model;
@@ -297,6 +301,7 @@ export function mnistView(post, initialHash) {
     start() {  // the worker is ready: the first configure loads the data
       if (started) return;
       started = true;
+      timePanel.ready();
       configure();
     },
     pause: () => training && post({ type: 'mnist-pause' }),

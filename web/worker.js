@@ -10,42 +10,44 @@
 //        view still has a model to train, the toy's step count)
 // The toy playground's:
 //   in:  {type: 'load', source, play}, {type: 'reset', play}, {type: 'run', source},
-//        {type: 'play' | 'pause' | 'step'}
+//        {type: 'play' | 'pause' | 'step'}, {type: 'profile'} (profile the next steps Play trains)
 //   out: {type: 'points', data}, {type: 'frame', data}, {type: 'state', playing},
+//        {type: 'profile', profile} (worker_python.js's StepProfiler says what it holds),
 //        {type: 'stdout' | 'stderr', text}, {type: 'ran', ok, run, fresh, playable} (after each load: whether
 //        the script ran without an error, whether it was Run's, whether its model is now the one drawn,
 //        whether there is a model for Play to train)
 // The MNIST view's (web/mnist_view.py does the Python side):
 //   in:  {type: 'mnist-configure', settings: {model, lr, batch, steps, test, seed}} (the first one
-//        loads the data), {type: 'mnist-train' | 'mnist-pause' | 'mnist-save'},
+//        loads the data), {type: 'mnist-train' | 'mnist-pause' | 'mnist-save' | 'mnist-profile'},
 //        {type: 'mnist-predict', pixels}, {type: 'mnist-load', data, name}
 //   out: {type: 'mnist-status', text}, {type: 'mnist-data', images, labels} (the test set, headers
 //        stripped), {type: 'mnist-progress', data: [steps, loss, accuracy], stepMs},
 //        {type: 'mnist-eval', steps, predictions}, {type: 'mnist-state', training, plan},
 //        {type: 'mnist-probs', data}, {type: 'mnist-weights', data, model},
-//        {type: 'mnist-loaded', model}, {type: 'mnist-error', text}
+//        {type: 'mnist-loaded', model}, {type: 'mnist-error', text}, {type: 'mnist-profile', profile}
 // The language model's (web/lm_view.py does the Python side): each message in carries sampling:
 // {prompt, length, temperature, topK, every} (what the samples start from and how they are drawn,
 // every: the steps between two while training).
 //   in:  {type: 'lm-configure', settings} (a fresh model; settings as lm_view.script takes them),
 //        {type: 'lm-text', text} (the user's own text, for the next configure), {type: 'lm-run', source},
-//        {type: 'lm-train', steps}, {type: 'lm-pause'}, {type: 'lm-sample'} (a sample now),
+//        {type: 'lm-train', steps}, {type: 'lm-pause'}, {type: 'lm-sample'} (a sample now), {type: 'lm-profile'},
 //        {type: 'lm-sampling'} (the sampling settings alone),
 //        {type: 'lm-save', corpus}, {type: 'lm-load', data, name}
 //   out: {type: 'lm-status', text}, {type: 'lm-session', info, why: 'configure' | 'run' | 'load'},
 //        {type: 'lm-progress', data: [steps, loss], stepMs}, {type: 'lm-eval', data: [steps, loss]},
 //        {type: 'lm-state', training, plan}, {type: 'lm-sample', sample}, {type: 'lm-attention', maps},
 //        {type: 'lm-weights', data}, {type: 'lm-ran', error: the script's traceback or null},
-//        {type: 'lm-error', text}
+//        {type: 'lm-error', text}, {type: 'lm-profile', profile}
 // (worker_views.js does the MNIST and language-model views' part.)
 import { loadPyodide } from './pyodide/pyodide.mjs';
 import { Bridge, describe, findAdapter } from './bridge.js';
-import { call, ChunkedLoop, fetchOk, post, serial, showMemory, startRun, stop, watchMemory } from './worker_python.js';
+import { call, ChunkedLoop, fetchOk, post, PROFILE_STEPS, serial, showMemory, startRun, StepProfiler, stop, watchMemory,
+         watchProfiles } from './worker_python.js';
 import { CORPORA, startViews, viewLoops, viewMessage, viewsStopped } from './worker_views.js';
 
 const status = (text) => post('status', { text });
 
-const PAGE_MODULES = ['playground.py', 'mnist_view.py', 'lm_view.py', 'weights_file.py'];
+const PAGE_MODULES = ['playground.py', 'mnist_view.py', 'lm_view.py', 'weights_file.py', 'step_profile.py'];
 
 let py = null;
 let interrupt = null;   // Stop's shared byte (Uint8Array), when the page is cross-origin isolated
@@ -62,6 +64,7 @@ const toyTask = (task, runsScript = false) => serial(task, (e) => {
   post('error', { text: e.message });
 }, runsScript);
 const playLoop = new ChunkedLoop(toyTask);
+const toyProfiler = new StepProfiler('');
 
 // Python the worker runs once webgrad is installed. The page always computes on webgpu, even on a
 // software adapter (natively that would mean cpu). The torch alias: "import torch" gives webgrad,
@@ -175,6 +178,7 @@ async function start() {
     countingSteps = pyodide.globals.get('session_counting_steps');
     warmUp = pyodide.globals.get('warm_up');
     watchMemory(pyodide.globals.get('memory_stats'));
+    watchProfiles(pyodide.pyimport('step_profile').profiled);
   } catch (e) {
     post('no-webgpu', { reason: e.message });
     return;
@@ -196,6 +200,7 @@ async function load(text, runMain) {
   else if (next.missing) post('stderr', { text: next.missing });
   if (fresh) {
     session?.destroy();
+    toyProfiler.fresh();
     [session, source] = [next, text];
     const points = await call(session.points);
     post('points', { data: points }, [points.buffer]);
@@ -213,11 +218,17 @@ async function frame() {
 }
 
 // Play trains in chunks of steps, each followed by a frame. The chunk grows until training takes
-// two thirds of the time: a frame costs the same however many steps came before it.
+// two thirds of the time: a frame costs the same however many steps came before it. A chunk that
+// the profiler takes is its few steps, profiled (slower: the next chunk's size stays).
 async function play() {
   if (playLoop.running || !session) return;
   post('state', { playing: true });
   const latest = await playLoop.run(async (perFrame) => {
+    if (toyProfiler.due(session.steps)) {
+      await toyProfiler.run(session.step, PROFILE_STEPS, session.steps);
+      await frame();
+      return perFrame;
+    }
     const t0 = performance.now();
     await call(session.step, perFrame);
     const t1 = performance.now();
@@ -231,6 +242,7 @@ async function play() {
 
 const toyMessages = {
   pause: () => playLoop.stop(),
+  profile: () => toyProfiler.ask(),
   play: () => startRun(play),  // after a pending load
   step: () => toyTask(async () => {
     if (!session) return;

@@ -88,6 +88,54 @@ export function showMemory(force = false) {
   post('memory', { stats: JSON.parse(statsFn()) });
 }
 
+// "Where the time goes" (time_chart.js draws it): a view's training profiles PROFILE_STEPS steps
+// (step_profile.py) once its model has trained AUTO_AFTER steps here, and again whenever the page
+// asks ('<view>-profile' in); the next chunk of training is then those steps, profiled, and the
+// worker answers '<view>-profile' {profile: step_profile.profiled's, first, last: the steps profiled}.
+// Never the first step of a model here: its kernels compile then, and the waits would count.
+// (The page's panel imports these two to say so.)
+export const PROFILE_STEPS = 3;
+export const AUTO_AFTER = 10;
+let profiledFn = null;   // step_profile.profiled, once Python is ready
+export function watchProfiles(fn) {
+  profiledFn = fn;
+}
+
+export class StepProfiler {
+  constructor(prefix) {
+    this.prefix = prefix;   // the view's messages': '', 'mnist-' or 'lm-'
+    this.fresh();
+  }
+
+  // A new model: profiled once more after its first steps (a request for the last one is dropped,
+  // as the page's panel starts over too).
+  fresh() {
+    this.firstSteps = null;   // the model's step count when it first trained here
+    this.profiled = false;
+    this.asked = false;       // the page asked for a profile of the next steps
+  }
+
+  ask() {
+    this.asked = true;
+  }
+
+  // Whether the chunk of training that starts at the model's step count steps is to be profiled.
+  due(steps) {
+    this.firstSteps ??= steps;
+    const trained = steps - this.firstSteps;
+    return Boolean(profiledFn) && trained > 0 && (this.asked || (!this.profiled && trained >= AUTO_AFTER));
+  }
+
+  // Runs step(count) (a view's Python step function, from the model's step count steps) profiled,
+  // posts the profile, and returns what step returned. Call it only from a task of the queue.
+  async run(step, count, steps) {
+    [this.asked, this.profiled] = [false, true];
+    const [result, profile] = await call(profiledFn, step, count);
+    post(`${this.prefix}profile`, { profile: { ...JSON.parse(profile), first: steps + 1, last: steps + count } });
+    return result;
+  }
+}
+
 // Training in chunks of steps, each chunk a task of the queue into Python, so that a Pause (stop)
 // or any other message gets in between chunks. One loop runs at a time: Pause, or a newer run,
 // ends it; Stop aborts it (nothing runs after it, such as an evaluation).

@@ -1,6 +1,7 @@
 // The worker's side of the views that train to a plan: MNIST (web/mnist_view.py does its Python) and
 // the language model (web/lm_view.py); worker.js lists their messages and routes them here.
-import { call, ChunkedLoop, fetchOk, gunzip, post, serial, startRun } from './worker_python.js';
+import { call, ChunkedLoop, fetchOk, gunzip, post, PROFILE_STEPS, serial, startRun,
+         StepProfiler } from './worker_python.js';
 
 let py = null;
 // The language models' corpora, as the site's corpora/ folder lays them out (build.py); webgrad.data
@@ -15,7 +16,8 @@ const lastLine = (e) => e.message.trim().split('\n').at(-1);
 // (at most a ninth of the time) and when training stops, so that what the view shows is the model's.
 // Its Python calls go through task(): an error stops training and shows in the view as its last line.
 // A view subclasses it with trainer() (a Python object with .steps and .step(count)) and evaluation()
-// (which posts what the view shows).
+// (which posts what the view shows). A chunk that its profiler takes is a few steps, profiled: their
+// progress carries no speed (stepMs null), and the next chunk's size stays.
 class PlannedTraining {
   constructor(name) {
     this.name = name;
@@ -27,6 +29,7 @@ class PlannedTraining {
       post(`${name}-error`, { text: lastLine(e) });
     }, runsScript);
     this.loop = new ChunkedLoop(this.task);
+    this.profiler = new StepProfiler(`${name}-`);
   }
 
   // Where a chunk must end (a view that does something every N steps stops there).
@@ -54,6 +57,7 @@ class PlannedTraining {
   // A fresh model: no plan yet.
   restart() {
     this.loop.stop();
+    this.profiler.fresh();
     this.plan = 0;
     this.state(false);
   }
@@ -65,10 +69,13 @@ class PlannedTraining {
     this.state(true);
     let lastEval = performance.now();
     const latest = await this.loop.run(async (chunk) => {
-      const count = Math.min(chunk, this.plan - trainer.steps, this.chunkEnd(trainer.steps) - trainer.steps);
+      const profiling = this.profiler.due(trainer.steps);
+      const count = Math.min(profiling ? PROFILE_STEPS : chunk, this.plan - trainer.steps,
+                             this.chunkEnd(trainer.steps) - trainer.steps);
       const t0 = performance.now();
-      const data = await call(trainer.step, count);
-      const stepMs = (performance.now() - t0) / count;
+      const data = profiling ? await this.profiler.run(trainer.step, count, trainer.steps)
+                             : await call(trainer.step, count);
+      const stepMs = profiling ? null : (performance.now() - t0) / count;
       post(`${this.name}-progress`, { data, stepMs }, [data.buffer]);
       if (trainer.steps >= this.plan) {
         this.loop.stop();
@@ -79,7 +86,7 @@ class PlannedTraining {
           lastEval = performance.now();
         }
       }
-      return Math.max(1, Math.min(500, Math.round(300 / stepMs)));
+      return profiling ? chunk : Math.max(1, Math.min(500, Math.round(300 / stepMs)));
     });
     if (latest) {
       if (!this.loop.aborted) await this.task(() => this.finish());   // a Stop wants nothing more
@@ -139,6 +146,7 @@ const mnistMessages = {
   'mnist-configure': ({ settings }) => mnistTraining.task(() => mnistConfigure(settings)),
   'mnist-train': () => startRun(() => mnistTraining.train(Number(mnistSettings?.steps))),  // after a pending configure
   'mnist-pause': () => mnistTraining.loop.stop(),
+  'mnist-profile': () => mnistTraining.profiler.ask(),
   'mnist-predict': ({ pixels }) => mnistTraining.task(async () => {
     if (!mnist?.trainer) return;
     const data = await call(mnist.trainer.predict, pixels);
@@ -238,6 +246,7 @@ const lmMessages = {
   }, true),
   'lm-train': ({ steps }) => startRun(() => lmTraining.train(steps)),  // after a pending configure
   'lm-pause': () => lmTraining.loop.stop(),
+  'lm-profile': () => lmTraining.profiler.ask(),
   'lm-sample': () => lmTraining.task(async () => { if (lm?.session) await lmTraining.show(); }),
   'lm-sampling': () => {},   // onmessage took its settings
   'lm-save': ({ corpus }) => lmTraining.task(async () => {
