@@ -20,7 +20,7 @@
 @group(0) @binding(5) var<storage, read> weight: array<f32>;        // (without a weight: x again, unread)
 @group(0) @binding(6) var<storage, read> bias: array<f32>;          // (without a bias: x again, unread)
 
-const ROW_THREADS: u32 = 64u;                // forward's and backward_input's workgroup, for one row
+const ROW_THREADS: u32 = {{row_threads}}u;  // forward's and backward_input's workgroup, for one row
 const COLS: u32 = {{cols}}u;                // backward_params: columns per workgroup (kernels/norm.py's NORM_COLS),
 const LANES: u32 = WORKGROUP_SIZE / COLS;   // threads per column,
 const CHUNK_ROWS: u32 = {{chunk_rows}}u;    // and rows per workgroup (NORM_CHUNK_ROWS)

@@ -10,7 +10,7 @@ import webgrad.nn.functional as F
 from conftest import assert_close, check_op, dispatched_kernels, randn, tag, to_numpy, uniform, wg_tensor
 
 # (input shape, normalized_shape): rows and row lengths that are not multiples of the kernels'
-# 64 threads a row, 32 columns a workgroup or 256 rows a chunk (300 rows take the chunks' reduction)
+# 64 threads a row (4 on a software adapter), 32 columns a workgroup or 256 rows a chunk (300 rows take the chunks' reduction)
 SHAPES = [((5, 37), (37,)), ((2, 3, 4, 5), (4, 5)), ((300, 3), (3,)), ((3, 1000), (1000,)), ((7,), (7,)),
           ((1, 1), (1,))]
 
@@ -32,6 +32,19 @@ def test_layer_norm(shape, normalized, affine, device):
             return ns.layer_norm(tensors[0], normalized, w, b, eps=1e-4)
         return fn
     check_op(run(F), *given, device=device, torch_fn=run(TF))
+
+
+@pytest.mark.parametrize("row_threads", [1, 16, 64])
+def test_layer_norm_at_other_row_threads(row_threads, monkeypatch):
+    """The kernels' threads a row are chosen per adapter (a GPU's 64 here too): each computes torch's."""
+    from webgrad.backends.webgpu.kernels import norm
+    monkeypatch.setattr(norm, "SOFTWARE_NORM_ROW_THREADS", row_threads)
+    monkeypatch.setattr(norm, "NORM_ROW_THREADS", row_threads)
+    for shape, normalized in SHAPES[:4]:
+        ramp = 3 * np.linspace(-1, 1, int(np.prod(normalized))).reshape(normalized).astype(np.float32)
+        inputs = [2 * randn(*shape) + 0.5 + ramp, randn(*normalized), randn(*normalized)]
+        check_op(lambda x, w, b: F.layer_norm(x, normalized, w, b, eps=1e-4), *inputs, device="webgpu",
+                 torch_fn=lambda x, w, b: TF.layer_norm(x, normalized, w, b, eps=1e-4))
 
 
 @pytest.mark.parametrize("shape,normalized", SHAPES, ids=lambda v: "x".join(map(str, v)))

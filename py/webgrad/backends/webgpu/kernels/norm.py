@@ -9,6 +9,11 @@ from .params import ParamBlock, f32, u32
 # many rows the chunks' sums are added by a reduction after it.
 NORM_CHUNK_ROWS = 256
 NORM_COLS = 32   # columns per backward_params workgroup (of 256 threads)
+# Threads a row takes in forward and backward_input (their workgroup): 64 on a GPU; on a software
+# adapter 4, one SIMD coroutine, whose barriers switch to no other (the row's two sums take ~14 of
+# them at 64 threads: the language model's norms were half its step in the page on SwiftShader).
+NORM_ROW_THREADS = 64
+SOFTWARE_NORM_ROW_THREADS = 4
 # Layouts whose parameters are kept worked out (_packer); past this many the oldest go.
 NORM_LAYOUTS_KEPT = 256
 
@@ -60,9 +65,11 @@ class NormKernels:
         return dx, self.reduce(SUM, flat(sums, (chunks, 2 * cols), x.dtype), (0,), x.dtype)
 
     def _norm_dispatch(self, entry, storages, words, groups):
+        row_threads = SOFTWARE_NORM_ROW_THREADS if self.is_software else NORM_ROW_THREADS
         pipeline = self.runtime.pipeline(
-            ("norm", entry), lambda: fill("norm", NORM_PARAMS, includes=("workgroup",), cols=str(NORM_COLS),
-                                          chunk_rows=str(NORM_CHUNK_ROWS)),
+            ("norm", entry, row_threads),
+            lambda: fill("norm", NORM_PARAMS, includes=("workgroup",), cols=str(NORM_COLS),
+                         chunk_rows=str(NORM_CHUNK_ROWS), row_threads=str(row_threads)),
             entry=entry, bindings=("read_write", "read_write", "read", "read", "read", "read"))
         self.runtime.dispatch(pipeline, storages, words, groups)
 
