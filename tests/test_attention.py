@@ -1,4 +1,5 @@
-"""F.scaled_dot_product_attention (the fused kernels) and nn.MultiheadAttention against torch: values
+"""F.scaled_dot_product_attention (the fused kernels: tiled, and a thread per row as software adapters run
+them) and nn.MultiheadAttention against torch: values
 and gradients over head sizes 16..128, sequence lengths that are not multiples of the kernel's tiles,
 masks, causal, scale, GQA, broadcast and strided inputs; float64 finite differences on cpu; dropout
 statistically; dispatch counts."""
@@ -205,8 +206,28 @@ def test_attention_tiles_fit(workgroup_bytes):
         "heads of 128: the largest tiles where the memory holds them"
 
 
+@pytest.fixture
+def tiled(monkeypatch):
+    """The tiled entries on this adapter too (a software adapter takes a thread per row: attention_rows.wgsl)."""
+    monkeypatch.setattr(attention_kernels, "SOFTWARE_ROW_ENTRIES", ())
+    monkeypatch.setattr(attention_kernels, "SOFTWARE_DELTA_LANES", attention_kernels.DELTA_LANES)
+
+
+@pytest.mark.parametrize("batch,L,S,E,Ev", SHAPES, ids=lambda v: str(v))
+@pytest.mark.parametrize("mask", ["causal", "bool", "float"])
+def test_sdpa_tiled(batch, L, S, E, Ev, mask, tiled):
+    """The tiled entries (a GPU's) against torch, as test_sdpa and test_sdpa_masks check the rows'."""
+    inputs = [randn(*batch, L, E), randn(*batch, S, E), randn(*batch, S, Ev)]
+    if mask == "bool":
+        inputs.append(rng().random((L, S)) < 0.7)
+    elif mask == "float":
+        inputs.append(np.where(rng().random((L, S)) < 0.2, -np.inf, 2 * randn(L, S)).astype(np.float32))
+    kwargs = {"is_causal": mask == "causal"}
+    check_op(_sdpa(F, **kwargs), *inputs, device="webgpu", torch_fn=_sdpa(TF, **kwargs), grad=[0, 1, 2], fd=False)
+
+
 @pytest.mark.parametrize("causal", [False, True])
-def test_sdpa_default_workgroup_memory(causal, monkeypatch):
+def test_sdpa_default_workgroup_memory(causal, monkeypatch, tiled):
     """Capped at WebGPU's default 16 KiB (the page's), heads of 128 take tiles of 16 keys, not the
     32 that an adapter with more workgroup memory gets: both tilings against torch."""
     limits = wg.get_backend("webgpu").runtime.limits
@@ -221,7 +242,7 @@ def test_sdpa_default_workgroup_memory(causal, monkeypatch):
 @pytest.mark.parametrize("blockings", [(Blocking(8, 4, 32),), (Blocking(4, 8, 32),), (Blocking(8, 4, 64),),
                                        BLOCKINGS["forward"]], ids=str)
 @pytest.mark.parametrize("causal", [False, True])
-def test_sdpa_other_blockings(blockings, causal, monkeypatch):
+def test_sdpa_other_blockings(blockings, causal, monkeypatch, tiled):
     """The kernels written out for other blocks of scores a thread (a GPU's forward; those that
     bench/attention.py --blocking compares) against torch: lengths past one tile, heads ending
     mid-chunk, E != Ev, a mask; heads of 128 too where the GPU's forward falls back."""

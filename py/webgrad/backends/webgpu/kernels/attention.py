@@ -5,7 +5,7 @@ import math
 from typing import NamedTuple
 
 from .... import dtypes
-from .common import check_gpu_dtype, fill
+from .common import check_gpu_dtype, fill, shader
 from .params import ParamBlock, f32, u32
 
 # Past ATTENTION_MAX_HEAD dims a thread's accumulators outgrow its registers: the op composes
@@ -36,6 +36,13 @@ BLOCKINGS = {"forward": (Blocking(4, 4, 128, 2), Blocking(4, 4, 64)), "delta": (
 # A software adapter (lavapipe, SwiftShader: a CPU running each invocation as a SIMD lane) ran that
 # forward 2x slower: there every entry keeps 64 threads.
 SOFTWARE_BLOCKINGS = (Blocking(4, 4, 64),)
+
+
+# On a software adapter, forward, dkv and dq run a thread per own row instead (shaders/attention_rows.wgsl:
+# no workgroup memory, no barriers, which switch between its coroutines: the page's small GPT spent 48%
+# of its step on SwiftShader in the tiled entries, bench/NOTES.md), and delta a thread per query.
+SOFTWARE_ROW_ENTRIES = ("forward", "dkv", "dq")
+SOFTWARE_DELTA_LANES = 1
 
 
 def entry_blockings(entry, is_software):
@@ -156,7 +163,9 @@ class AttentionKernels:
         rows = k.shape[-2] if entry == "dkv" else q.shape[-2]
         tiles = attention_tiles(nq, nv, self.runtime.limits["max_compute_workgroup_storage_size"],
                                 entry_blockings(entry, self.is_software))
-        block = tiles.threads // DELTA_LANES if entry == "delta" else tiles.own
+        rows_entry = self.is_software and entry in SOFTWARE_ROW_ENTRIES
+        lanes = SOFTWARE_DELTA_LANES if self.is_software else DELTA_LANES
+        block = tiles.threads // lanes if entry == "delta" else tiles.threads if rows_entry else tiles.own
         if not batch or not rows:
             return
         dims = len(batch_shape) + 2
@@ -171,7 +180,8 @@ class AttentionKernels:
             dv_strides=no_mask if dv_strides is None else dv_strides,
             offsets=[t.offset if t is not None else 0 for t in (q, k, v, mask, grad)])
         pipeline = self.runtime.pipeline(
-            ("attention", entry, nq, nv, tiles), lambda: _attention_source(entry, nq, nv, tiles),
+            ("attention", entry, nq, nv, tiles, rows_entry, lanes),
+            lambda: _attention_source(entry, nq, nv, tiles, rows_entry, lanes),
             entry=entry, bindings=("read_write",) + ("read",) * (len(storages) - 1))
         self.runtime.dispatch(pipeline, storages, words, batch * -(-rows // block))
 
@@ -377,17 +387,20 @@ def _entry_body(entry, nq, nv, tiles):
     return body
 
 
-def _attention_source(entry, nq, nv, tiles):
+def _attention_source(entry, nq, nv, tiles, rows_entry=False, lanes=DELTA_LANES):
     """shaders/attention.wgsl with the entry point `entry` written out for heads of nq (q, k) and nv
-    (v) vec4s, blocked as `tiles`."""
+    (v) vec4s, blocked as `tiles`; rows_entry: shaders/attention_rows.wgsl's instead (a thread per row);
+    lanes: delta's threads per query."""
     entries = ""
-    if entry != "delta":
+    if rows_entry:
+        entries = shader("attention_rows").replace("{{row_head}}", str(ATTENTION_MAX_HEAD))
+    elif entry != "delta":
         head = ["@compute @workgroup_size(THREADS)",
                 f"fn {entry}(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,",
                 "        @builtin(local_invocation_index) li: u32) {"]
         entries = "\n".join(head + ["    " + line for line in _entry_body(entry, nq, nv, tiles)] + ["}"])
     slots = {name: str(value) for name, value in tiles._asdict().items()}
-    return fill("attention", ATTENTION_PARAMS, entries=entries, lanes=str(DELTA_LANES), **slots)
+    return fill("attention", ATTENTION_PARAMS, entries=entries, lanes=str(lanes), **slots)
 
 
 def _mask_storage(q, mask):
