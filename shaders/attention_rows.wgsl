@@ -11,6 +11,21 @@ fn mask_at(at: Place, query: u32, key: u32) -> u32 {
     return at.mask.start + query * at.mask.row + key * at.mask.col;
 }
 
+// The thread's batch and own row, of `rows` rows; the batch is params.batch (none) past the rows.
+fn own_row(wg: vec3<u32>, nwg: vec3<u32>, li: u32, rows: u32) -> vec2<u32> {
+    let b = block(wg, nwg, rows, THREADS);
+    return vec2(select(params.batch, b.x, b.y + li < rows), b.y + li);
+}
+
+// Elements 0 .. size of a row of operand `which` (q 0, k 1, v 2, dout 3) at x.
+fn row_of(which: u32, x: Operand, row: u32, size: u32) -> array<f32, ROW_HEAD> {
+    var values: array<f32, ROW_HEAD>;
+    for (var e = 0u; e < size; e++) {
+        values[e] = load(which, element(x, row, e));
+    }
+    return values;
+}
+
 // One past the last key the query attends (causal: itself).
 fn keys_of(query: u32) -> u32 {
     return select(params.keys, min(params.keys, query + 1u), params.causal == 1u);
@@ -28,16 +43,13 @@ fn row_score(at: Place, own_q: ptr<function, array<f32, ROW_HEAD>>, query: u32, 
 @compute @workgroup_size(THREADS)
 fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
            @builtin(local_invocation_index) li: u32) {
-    let b = block(wg, nwg, params.queries, THREADS);
-    let query = b.y + li;
-    if (b.x >= params.batch || query >= params.queries) {
+    let b = own_row(wg, nwg, li, params.queries);
+    let query = b.y;
+    if (b.x >= params.batch) {
         return;
     }
     let at = place(b.x);
-    var own_q: array<f32, ROW_HEAD>;
-    for (var e = 0u; e < params.head; e++) {
-        own_q[e] = q[element(at.q, query, e)];
-    }
+    var own_q = row_of(0u, at.q, query, params.head);
     var acc: array<f32, ROW_HEAD>;
     var top = LOWEST;
     var total = 0.0;
@@ -65,19 +77,16 @@ fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
 @compute @workgroup_size(THREADS)
 fn dq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
       @builtin(local_invocation_index) li: u32) {
-    let b = block(wg, nwg, params.queries, THREADS);
-    let query = b.y + li;
-    if (b.x >= params.batch || query >= params.queries) {
+    let b = own_row(wg, nwg, li, params.queries);
+    let query = b.y;
+    if (b.x >= params.batch) {
         return;
     }
     let at = place(b.x);
     let flat = b.x * params.queries + query;
     let lse = out[params.stats_at + 2u * flat];
     let delta = out[params.stats_at + 2u * flat + 1u];
-    var own_q: array<f32, ROW_HEAD>;
-    for (var e = 0u; e < params.head; e++) {
-        own_q[e] = q[element(at.q, query, e)];
-    }
+    var own_q = row_of(0u, at.q, query, params.head);
     var grad: array<f32, ROW_HEAD>;
     for (var key = 0u; key < keys_of(query); key++) {
         let s = row_score(at, &own_q, query, key);
@@ -101,20 +110,14 @@ fn dq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u
 @compute @workgroup_size(THREADS)
 fn dkv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
        @builtin(local_invocation_index) li: u32) {
-    let b = block(wg, nwg, params.keys, THREADS);
-    let key = b.y + li;
-    if (b.x >= params.batch || key >= params.keys) {
+    let b = own_row(wg, nwg, li, params.keys);
+    let key = b.y;
+    if (b.x >= params.batch) {
         return;
     }
     let at = place(b.x);
-    var own_k: array<f32, ROW_HEAD>;
-    var own_v: array<f32, ROW_HEAD>;
-    for (var e = 0u; e < params.head; e++) {
-        own_k[e] = k[element(at.k, key, e)];
-    }
-    for (var e = 0u; e < params.value_head; e++) {
-        own_v[e] = v[element(at.v, key, e)];
-    }
+    var own_k = row_of(1u, at.k, key, params.head);
+    var own_v = row_of(2u, at.v, key, params.value_head);
     var grad_k: array<f32, ROW_HEAD>;
     var grad_v: array<f32, ROW_HEAD>;
     // causal: only the queries from the key on attend it
