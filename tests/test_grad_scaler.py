@@ -295,6 +295,7 @@ def test_loaded_step_count_reaches_replayed_amp_steps():
                           "param_groups": topt.state_dict()["param_groups"]})
     opt.load_state_dict({"state": {0: {k: wg.tensor(v, device="webgpu") for k, v in state.items()}},
                          "param_groups": opt.state_dict()["param_groups"]})
+    before = tp.detach().numpy().copy()
     for _ in range(3):
         c = randn(6)
         step(wg.tensor(c, device="webgpu"))
@@ -302,7 +303,11 @@ def test_loaded_step_count_reaches_replayed_amp_steps():
         tscaler.scale((tp * torch.tensor(c)).sum()).backward()
         tscaler.step(topt)
         tscaler.update()
-    np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=tag("weights"))
+    # The loaded moments are random, so m / sqrt(v) can be large (seed 1062769950: steps of ~0.3 at lr
+    # 0.05): float32's rounding follows how far the weights moved, not their size.
+    moved = np.abs(tp.detach().numpy() - before).max()
+    np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-5, atol=1e-6 + 2e-5 * moved,
+                               err_msg=tag("weights"))
     saved = opt.state_dict()["state"][0]
     again = torch.tensor(p.detach().numpy(), requires_grad=True)
     topt_again = torch.optim.Adam([again], lr=0.05)
