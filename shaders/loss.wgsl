@@ -2,18 +2,21 @@
 // composed log_softmax + gather + neg path takes a dozen dispatches, a mean or sum two more).
 // A row labelled `ignore_index` does not count: its loss and gradient are 0, and a mean divides by
 // the rows that count (torch's rule: NaN where none does, with a gradient of 0).
-// forward: one workgroup per row finds the row's max and log-sum-exp; loss[n] = lse - x[n, label],
-//          and lse[n] is kept for the backward. For a mean (`mean` 1) it also writes whether row n
+// forward: one workgroup per row finds the row's max and the log of its sum of exp(x - max);
+//          loss[n] = (max - x[n, label]) + log-sum, and both are kept in `stats` for the backward.
+//          Kept apart, not as their sum: at logits of 1e4 a float32 log-sum-exp rounds away a
+//          log-sum below 5e-4, and a gradient of that size with it (torch keeps them apart too). For a mean (`mean` 1) it also writes whether row n
 //          counts (1 or 0) at loss[N + n]: a reduce sums both halves, then finish divides.
 // forward_sum: the same losses reduced in the same dispatch to out[0], their sum or mean. One
 //          workgroup: each thread takes every WORKGROUP_SIZE-th row and reads its classes one after
 //          another (each read waits on memory), so the backend picks this kernel only where a
 //          thread's share is short.
 // finish: a mean's out[0] = sum / count, from the reduce's [sum, count], read through x.
-// Each forward leaves at lse[N] the factor the backward multiplies by: 1, or a mean's 1 / count
-// (forward_sum's or finish's; the device counts, so the host needs no readback).
-// backward: one thread per logit: out[n, c] = lse[N] * upstream(n) * (exp(x[n, c] - lse[n]) -
-//          (c == label[n])), 0 in a row that does not count.
+// stats: row n's max at stats[n], its log-sum at stats[N + n], and at stats[2N] the factor the
+// backward multiplies by: 1, or a mean's 1 / count (forward_sum's or finish's; the device counts,
+// so the host needs no readback).
+// backward: one thread per logit: out[n, c] = factor * upstream(n) * (exp((x[n, c] - max[n]) -
+//          log-sum[n]) - (c == label[n])), 0 in a row that does not count.
 // Parameters (kernels/loss.py's LOSS_PARAMS): `rows` N and `classes` C; logit (n, c) at
 // offsets[0] + n * row_stride + c * class_stride, label n at offsets[1] + n * label_stride, row n's
 // upstream gradient (backward, where given) at offsets[2] + n * grad_stride.
@@ -22,7 +25,7 @@
 const TARGET_ERROR: u32 = {{target_error}}u;   // kernels/loss.py's code for index_errors
 
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;   // loss (forward), d logits (backward)
-@group(0) @binding(2) var<storage, read_write> lse: array<f32>;
+@group(0) @binding(2) var<storage, read_write> stats: array<f32>;
 @group(0) @binding(3) var<storage, read> x: array<f32>;
 @group(0) @binding(4) var<storage, read> labels: array<i32>;
 @group(0) @binding(5) var<storage, read_write> index_error: IndexErrorRecord;
@@ -57,22 +60,26 @@ fn label(n: u32) -> u32 {
     return u32(y);
 }
 
-// Row n's loss from its max and its sum of exp(x - max), 0 where it does not count; keeps the
-// row's log-sum-exp.
-fn row_loss(n: u32, y: u32, top: f32, total: f32) -> f32 {
-    let row_lse = top + log(total);
-    lse[n] = row_lse;
-    return select(row_lse - logit(n, y), 0.0, y == IGNORED);
+fn factor_slot() -> u32 {
+    return 2u * params.rows;
 }
 
-// The loss of `sum` over `count` rows that count, and the backward's factor (lse[N]).
+// Row n's loss from its max and its sum of exp(x - max), 0 where it does not count; keeps both.
+fn row_loss(n: u32, y: u32, top: f32, total: f32) -> f32 {
+    let log_sum = log(total);
+    stats[n] = top;
+    stats[params.rows + n] = log_sum;
+    return select((top - logit(n, y)) + log_sum, 0.0, y == IGNORED);
+}
+
+// The loss of `sum` over `count` rows that count, and the backward's factor.
 fn reduced(sum: f32, count: f32) -> f32 {
     if (params.mean == 0u) {
-        lse[params.rows] = 1.0;
+        stats[factor_slot()] = 1.0;
         return sum;
     }
     // no row counts: torch's NaN loss, and a factor that keeps the (zero) gradient finite
-    lse[params.rows] = select(1.0 / count, 0.0, count == 0.0);
+    stats[factor_slot()] = select(1.0 / count, 0.0, count == 0.0);
     return select(sum / count, f32_from_bits(0x7fc00000u), count == 0.0);
 }
 
@@ -105,7 +112,7 @@ fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
             out[params.rows + n] = select(1.0, 0.0, y == IGNORED);
         }
         if (n == 0u) {
-            lse[params.rows] = 1.0;   // a sum's or none's factor (finish writes a mean's)
+            stats[factor_slot()] = 1.0;   // a sum's or none's factor (finish writes a mean's)
         }
     }
 }
@@ -156,6 +163,7 @@ fn backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: 
     let c = i % params.classes;
     let y = label(n);
     let hit = select(0.0, 1.0, c == y);
-    let d = lse[params.rows] * upstream(n) * (exp(logit(n, c) - lse[n]) - hit);
+    let p = exp((logit(n, c) - stats[n]) - stats[params.rows + n]);
+    let d = stats[factor_slot()] * upstream(n) * (p - hit);
     out[i] = select(d, 0.0, y == IGNORED);
 }

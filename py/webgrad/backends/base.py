@@ -173,7 +173,7 @@ class Backend:
     # then the factor the backward multiplies by). Backward: d logits for an upstream gradient per
     # row, or of 1 (grad None) ----
     def cross_entropy(self, logits, labels, ignore_index, reduction): raise NotImplementedError
-    def cross_entropy_backward(self, logits, labels, lse, grad, ignore_index): raise NotImplementedError
+    def cross_entropy_backward(self, logits, labels, stats, grad, ignore_index): raise NotImplementedError
 
     # ---- random: draw() gives (seed, offset) and runs again at each jit replay ----
     def random(self, numel, normal, draw, dtype): raise NotImplementedError

@@ -99,27 +99,27 @@ class CPUBackend(Backend):
 
     def cross_entropy(self, logits, labels, ignore_index, reduction):
         """shaders/loss.wgsl's forward: the loss per row, or their sum or mean over the rows not
-        ignored; then the rows' log-sum-exp and the backward's factor."""
+        ignored; then the rows' maxima, their log-sums of exp(x - max) and the backward's factor."""
         x, y = self.view(logits), self.view(labels)
         counted = y != ignore_index
         outside = counted & ((y < 0) | (y >= x.shape[1]))
         if outside.any():
             raise IndexError(f"cross_entropy: target {y[outside][0]} is out of bounds for {x.shape[1]} classes")
-        top = x.max(1, keepdims=True)
-        lse = (top + np.log(np.exp(x - top).sum(1, keepdims=True)))[:, 0]
-        loss = np.where(counted, lse - x[np.arange(len(y)), np.where(counted, y, 0)], 0).astype(x.dtype)
+        top = x.max(1)
+        log_sum = np.log(np.exp(x - top[:, None]).sum(1))
+        loss = np.where(counted, (top - x[np.arange(len(y)), np.where(counted, y, 0)]) + log_sum, 0).astype(x.dtype)
         factor, count = 1.0, counted.sum()
         if reduction == "mean":   # none counted: torch's NaN, and a zero gradient
             factor = 1 / count if count else 0.0
             loss = np.array([loss.sum() / count if count else np.nan], x.dtype)
         elif reduction == "sum":
             loss = loss.sum(dtype=x.dtype).reshape(1)
-        return loss, np.append(lse, factor).astype(x.dtype)
+        return loss, np.concatenate([top, log_sum, [factor]]).astype(x.dtype)
 
-    def cross_entropy_backward(self, logits, labels, lse, grad, ignore_index):
-        y, stats = self.view(labels), self.view(lse)
-        counted = y != ignore_index
-        out = np.exp(self.view(logits) - stats[:-1, None])
+    def cross_entropy_backward(self, logits, labels, stats, grad, ignore_index):
+        y, stats = self.view(labels), self.view(stats)
+        counted, rows = y != ignore_index, len(y)
+        out = np.exp((self.view(logits) - stats[:rows, None]) - stats[rows:-1, None])
         out[np.arange(len(y)), np.where(counted, y, 0)] -= 1
         out[~counted] = 0
         return (out * (stats[-1] if grad is None else self.view(grad)[:, None] * stats[-1])).reshape(-1)

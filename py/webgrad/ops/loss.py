@@ -43,21 +43,21 @@ class _LogSoftmax(Function):
 class _CrossEntropy(Function):
     """Cross-entropy of (N, C) logits against int class labels, per row or reduced to their mean or
     sum, one fused kernel each way (backend.cross_entropy); rows labelled ignore_index add nothing,
-    and the mean counts only the others, on the device. The rows' log-sum-exp (and the backward's
-    factor: 1, or the mean's 1 / count) is kept for the backward. One node for the reduced loss, so
+    and the mean counts only the others, on the device. The rows' maxima and log-sums of exp(x - max)
+    (and the backward's factor: 1, or the mean's 1 / count) are kept for the backward. One node for the reduced loss, so
     its backward is one kernel, which takes backward()'s implicit gradient itself."""
     takes_unit_grad = True
 
     def forward(self, logits, labels, ignore_index, reduction):
         rows = logits.shape[0]
-        loss, lse = logits.backend.cross_entropy(logits._view, labels._view, ignore_index, reduction)
+        loss, stats = logits.backend.cross_entropy(logits._view, labels._view, ignore_index, reduction)
         self.logits, self.labels, self.ignore_index = logits, labels, ignore_index
-        self.lse = Tensor(lse, (rows + 1,), logits.dtype, logits.device)
+        self.stats = Tensor(stats, (2 * rows + 1,), logits.dtype, logits.device)
         return Tensor(loss, (rows,) if reduction == "none" else (), logits.dtype, logits.device)
 
     def backward(self, grad):
         logits = self.logits
-        g = logits.backend.cross_entropy_backward(logits._view, self.labels._view, self.lse._view,
+        g = logits.backend.cross_entropy_backward(logits._view, self.labels._view, self.stats._view,
                                                   None if grad is None else grad.expand(logits.shape[0])._view,
                                                   self.ignore_index)
         return Tensor(g, logits.shape, logits.dtype, logits.device), None

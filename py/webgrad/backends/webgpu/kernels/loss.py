@@ -24,38 +24,38 @@ LOSS_PARAMS = ParamBlock(
 
 class LossKernels:
     def cross_entropy(self, logits, labels, ignore_index, reduction):
-        """(loss, lse) of (N, C) logits against int labels (shaders/loss.wgsl): the loss per row
-        ('none'), or their sum or mean, in the same dispatch where that fits; lse holds the rows'
-        log-sum-exp, then the factor the backward multiplies by."""
+        """(loss, stats) of (N, C) logits against int labels (shaders/loss.wgsl): the loss per row
+        ('none'), or their sum or mean, in the same dispatch where that fits; stats holds the rows'
+        maxima, their log-sums of exp(x - max), then the factor the backward multiplies by."""
         rows, classes = logits.shape
         mean = reduction == "mean"
-        lse = self.empty(rows + 1, logits.dtype)
-        inputs = [lse, logits.storage, labels.storage, self.runtime.index_errors.storage]
+        stats = self.empty(2 * rows + 1, logits.dtype)
+        inputs = [stats, logits.storage, labels.storage, self.runtime.index_errors.storage]
         words = _loss_words(logits, labels, None, ignore_index, mean)
         if reduction != "none" and groups(rows) * classes <= CROSS_ENTROPY_SUM_SPAN:
             loss = self.empty(1, logits.dtype)
             self.runtime.dispatch(self._cross_entropy_kernel("forward_sum"), [loss] + inputs, words, 1)
-            return loss, lse
+            return loss, stats
         # a mean's rows are followed by whether each counts, which the reduce sums alongside
         loss = self.empty(rows * (1 + mean), logits.dtype)
         if rows:
             self.runtime.dispatch(self._cross_entropy_kernel("forward"), [loss] + inputs, words, rows)
         if reduction == "none":
-            return loss, lse
+            return loss, stats
         if not mean:
-            return self.reduce(SUM, flat(loss, (rows,), logits.dtype), (0,), logits.dtype), lse
+            return self.reduce(SUM, flat(loss, (rows,), logits.dtype), (0,), logits.dtype), stats
         totals = self.reduce(SUM, flat(loss, (2, rows), logits.dtype), (1,), logits.dtype)
         out = self.empty(1, logits.dtype)
-        self.runtime.dispatch(self._cross_entropy_kernel("finish"), [out, lse, totals], words, 1)
-        return out, lse
+        self.runtime.dispatch(self._cross_entropy_kernel("finish"), [out, stats, totals], words, 1)
+        return out, stats
 
-    def cross_entropy_backward(self, logits, labels, lse, grad, ignore_index):
+    def cross_entropy_backward(self, logits, labels, stats, grad, ignore_index):
         """d logits for an upstream gradient per row (grad, an (N,) view) or of 1 (None), times the
-        factor the forward left in lse."""
+        factor the forward left in stats."""
         numel = logits.numel()
         out = self.empty(numel, logits.dtype)
         if numel:
-            storages = [out, lse.storage, logits.storage, labels.storage, self.runtime.index_errors.storage]
+            storages = [out, stats.storage, logits.storage, labels.storage, self.runtime.index_errors.storage]
             if grad is not None:
                 storages.append(grad.storage)
             self.runtime.dispatch(self._cross_entropy_kernel("backward", grad is not None), storages,
