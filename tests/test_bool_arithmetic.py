@@ -1,7 +1,10 @@
 """Arithmetic on bool tensors as torch's: bool + bool and bool * bool stay bool (or, and), as do
 maximum, minimum, where and & | ^ of bools and Python bools; an int operand makes the result int32
 (torch's int64), a float one float32; subtraction and negation of a bool tensor raise torch's
-RuntimeError. On both devices, with strided and broadcast operands."""
+RuntimeError. In place as well: add_ / mul_ of bools, &= |= ^= and logical_*_ write into the tensor
+itself. On both devices, with strided and broadcast operands."""
+import operator
+
 import numpy as np
 import pytest
 import torch
@@ -60,6 +63,31 @@ REFUSED = {
     "a - float32": lambda a, b, i, f, n: a - f,
     "-a": lambda a, b, i, f, n: -a,
     "a.neg()": lambda a, b, i, f, n: a.neg(),
+    "a.sub_(b)": lambda a, b, i, f, n: a.sub_(b),
+}
+
+# name -> (the written tensor's index among the operands, fn(a, b, i, f, n))
+IN_PLACE = {
+    "a.add_(b)": (0, lambda a, b, i, f, n: a.add_(b)),
+    "a.mul_(b)": (0, lambda a, b, i, f, n: a.mul_(b)),
+    "a.add_(True)": (0, lambda a, b, i, f, n: a.add_(True)),
+    "a += b": (0, lambda a, b, i, f, n: operator.iadd(a, b)),
+    "a &= b": (0, lambda a, b, i, f, n: operator.iand(a, b)),
+    "a |= b": (0, lambda a, b, i, f, n: operator.ior(a, b)),
+    "a ^= b": (0, lambda a, b, i, f, n: operator.ixor(a, b)),
+    "a |= True": (0, lambda a, b, i, f, n: operator.ior(a, True)),
+    "a.logical_and_(b)": (0, lambda a, b, i, f, n: a.logical_and_(b)),
+    "a.logical_or_(int32)": (0, lambda a, b, i, f, n: a.logical_or_(i)),
+    "a.logical_xor_(b)": (0, lambda a, b, i, f, n: a.logical_xor_(b)),
+    "a.logical_not_()": (0, lambda a, b, i, f, n: a.logical_not_()),
+    "float32.logical_and_(b)": (3, lambda a, b, i, f, n: f.logical_and_(b)),
+    "int32.add_(b)": (2, lambda a, b, i, f, n: i.add_(b)),
+}
+# an int result does not go into a bool tensor; & | ^ take bools and ints only
+IN_PLACE_REFUSED = {
+    "a.add_(int32)": lambda a, b, i, f, n: a.add_(i),
+    "a.mul_(int)": lambda a, b, i, f, n: a.mul_(n),
+    "float32 |= b": lambda a, b, i, f, n: operator.ior(f, b),
 }
 
 
@@ -77,3 +105,20 @@ def test_bool_subtraction_and_negation_raise_like_torch(device, name):
     ours_args, theirs_args = operands(device)
     ours, _ = raises_like(lambda: REFUSED[name](*ours_args), lambda: REFUSED[name](*theirs_args))
     assert "bool tensor" in str(ours) and ("~" in str(ours)), tag(f"{name}: {ours}")
+
+
+@pytest.mark.parametrize("name", IN_PLACE)
+def test_bool_in_place_matches_torch(device, name):
+    """The op returns the tensor it wrote (a view of a transposed mask for a), whose values are torch's."""
+    ours_args, theirs_args = operands(device)
+    which, fn = IN_PLACE[name]
+    target, expected = ours_args[which], theirs_args[which]
+    assert fn(*ours_args) is target and fn(*theirs_args) is expected
+    assert target.dtype.name == str(expected.dtype).removeprefix("torch."), tag(name)
+    np.testing.assert_array_equal(target.numpy(), expected.numpy(), err_msg=tag(name))
+
+
+@pytest.mark.parametrize("name", IN_PLACE_REFUSED)
+def test_bool_in_place_refusals_match_torch(device, name):
+    ours_args, theirs_args = operands(device)
+    raises_like(lambda: IN_PLACE_REFUSED[name](*ours_args), lambda: IN_PLACE_REFUSED[name](*theirs_args))

@@ -7,8 +7,9 @@ from .device import accelerator, cuda, device
 from .dtypes import bool_ as bool, bfloat16, float16, float32, float64, int32, uint8
 from .ops.creation import (arange, as_tensor, empty, from_numpy, frombuffer, full, full_like, initial_seed, manual_seed,
                            ones, ones_like, rand, rand_like, randn, randn_like, randperm, tensor, zeros, zeros_like)
-from .ops.elementwise import (abs, clamp, exp, gelu, leaky_relu, log, logical_and, logical_not,
-                              logical_or, logical_xor, maximum, minimum, pow, relu, sigmoid, sign, sqrt, tanh, where)
+from .ops.elementwise import (abs, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, clamp, exp, gelu, leaky_relu, log,
+                              logical_and, logical_not, logical_or, logical_xor, maximum, minimum, pow, relu, sigmoid,
+                              sign, sqrt, tanh, where)
 from .ops.loss import log_softmax, softmax
 from .ops.matmul import matmul
 from .ops.indexing import chunk, gather, index_select, narrow, select, split, unbind

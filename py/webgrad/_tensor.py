@@ -269,13 +269,16 @@ class Tensor:
     def __le__(self, other): return elementwise.le(self, other)
     def __gt__(self, other): return elementwise.gt(self, other)
     def __ge__(self, other): return elementwise.ge(self, other)
-    def __invert__(self): return elementwise.logical_not(self)
-    def __and__(self, other): return elementwise.logical_and(*_masks("&", self, other))
-    def __rand__(self, other): return elementwise.logical_and(*_masks("&", other, self))
-    def __or__(self, other): return elementwise.logical_or(*_masks("|", self, other))
-    def __ror__(self, other): return elementwise.logical_or(*_masks("|", other, self))
-    def __xor__(self, other): return elementwise.logical_xor(*_masks("^", self, other))
-    def __rxor__(self, other): return elementwise.logical_xor(*_masks("^", other, self))
+    def __invert__(self):
+        if self.dtype.is_floating_point:
+            raise TypeError("~ (operator.invert) is only implemented on integer and bool tensors")
+        return elementwise.bitwise_not(self)
+    def __and__(self, other): return elementwise.bitwise_and(self, other)
+    def __rand__(self, other): return elementwise.bitwise_and(other, self)
+    def __or__(self, other): return elementwise.bitwise_or(self, other)
+    def __ror__(self, other): return elementwise.bitwise_or(other, self)
+    def __xor__(self, other): return elementwise.bitwise_xor(self, other)
+    def __rxor__(self, other): return elementwise.bitwise_xor(other, self)
     __hash__ = object.__hash__
     __array_ufunc__ = None   # NumPy defers to our reflected ops: np.float32(2) * x is a Tensor
 
@@ -285,6 +288,14 @@ class Tensor:
     def div(self, other): return elementwise.div(self, other)
     def pow(self, other): return elementwise.pow(self, other)
     def neg(self): return elementwise.neg(self)
+    def logical_and(self, other): return elementwise.logical_and(self, other)
+    def logical_or(self, other): return elementwise.logical_or(self, other)
+    def logical_xor(self, other): return elementwise.logical_xor(self, other)
+    def logical_not(self): return elementwise.logical_not(self)
+    def bitwise_and(self, other): return elementwise.bitwise_and(self, other)
+    def bitwise_or(self, other): return elementwise.bitwise_or(self, other)
+    def bitwise_xor(self, other): return elementwise.bitwise_xor(self, other)
+    def bitwise_not(self): return elementwise.bitwise_not(self)
     def exp(self): return elementwise.exp(self)
     def log(self): return elementwise.log(self)
     def sqrt(self): return elementwise.sqrt(self)
@@ -363,16 +374,6 @@ def _wrap_dim(dim, ndim):
         raise IndexError(f"dimension out of range (expected to be in range of [{-max(ndim, 1)}, "
                          f"{max(ndim, 1) - 1}], but got {dim})")
     return wrapped
-
-
-def _masks(op, a, b):
-    """&, | and ^ combine bool masks (logical and / or / xor); bitwise integer ops are not supported."""
-    for v in (a, b):
-        if not (isinstance(v, bool) or (isinstance(v, Tensor) and v.dtype is dtypes.bool_)):
-            kind = v.dtype.name if isinstance(v, Tensor) else type(v).__name__
-            raise TypeError(f"'{op}' is supported on bool tensors only, not {kind}; "
-                            f"use logical_and / logical_or / logical_xor")
-    return a, b
 
 
 def _format(value):

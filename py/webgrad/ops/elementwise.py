@@ -20,7 +20,8 @@ class MapOp(Elementwise):
     """An elementwise kernel (backends.base.Elementwise: its WGSL and NumPy forms) and what the
     op adds: its gradients, result dtype and promotion rule."""
 
-    def __init__(self, name, wgsl, numpy, grads=(), out=None, floating=False, arg_kinds=None, bools=None):
+    def __init__(self, name, wgsl, numpy, grads=(), out=None, floating=False, arg_kinds=None, bools=None,
+                 integral=False):
         super().__init__(name, wgsl, numpy, arg_kinds)
         self.grads = grads        # one fn(g, *inputs, out) -> Tensor per input (None: no gradient)
         self.out = out            # result dtype; None means the compute dtype
@@ -29,6 +30,7 @@ class MapOp(Elementwise):
         # bool; a MapOp, it runs instead where every operand is bool (add: logical or); a str, torch's
         # refusal of any bool tensor operand (a RuntimeError)
         self.bools = bools
+        self.integral = integral  # integer and bool operands only (the bitwise ops): floats raise, as in torch
 
 
 def _erf(np, x):
@@ -59,6 +61,11 @@ LOGICAL_OR = MapOp("logical_or", "select(0u, 1u, a != T(0) || b != T(0))",
 LOGICAL_XOR = MapOp("logical_xor", "select(0u, 1u, (a != T(0)) != (b != T(0)))",
                     lambda np, a, b: np.logical_xor(a, b), out=_BOOL)
 LOGICAL_NOT = MapOp("logical_not", "select(0u, 1u, a == T(0))", lambda np, a: np.logical_not(a), out=_BOOL)
+# & | ^ ~: on bools the logical ops (a bool result), on ints bitwise (bytes computed in int32 wrap back)
+BITWISE_AND = MapOp("bitwise_and", "a & b", lambda np, a, b: np.bitwise_and(a, b), bools=LOGICAL_AND, integral=True)
+BITWISE_OR = MapOp("bitwise_or", "a | b", lambda np, a, b: np.bitwise_or(a, b), bools=LOGICAL_OR, integral=True)
+BITWISE_XOR = MapOp("bitwise_xor", "a ^ b", lambda np, a, b: np.bitwise_xor(a, b), bools=LOGICAL_XOR, integral=True)
+BITWISE_NOT = MapOp("bitwise_not", "~a", lambda np, a: np.invert(a), bools=LOGICAL_NOT, integral=True)
 ADD = MapOp("add", "a + b", lambda np, a, b: a + b, (lambda g, a, b, o: g, lambda g, a, b, o: g), bools=LOGICAL_OR)
 SUB = MapOp("sub", "a - b", lambda np, a, b: a - b, (lambda g, a, b, o: g, lambda g, a, b, o: -g),
             bools="Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert "
@@ -203,6 +210,9 @@ class _Plan:
             raise TypeError(f"{op.name}: the condition must be a bool tensor, not {type(args[0]).__name__}")
         plain = [_python_scalar(a, op) for a in args]
         self.compute, self.out_dtype = _result_dtypes(op, [a for a, k in zip(plain, kinds) if k is None])
+        if op.integral and self.compute.is_floating_point:
+            raise NotImplementedError(f"{op.name} is not implemented for {self.compute.name}: integer and bool "
+                                      f"operands only")
         self.floating = self.out_dtype.is_floating_point
         self.shape = Size(broadcast_shapes(*[t.shape for t in tensors]))
         self.strides = contiguous_strides(self.shape)   # the result's
@@ -313,6 +323,10 @@ def logical_and(a, b): return _map(LOGICAL_AND, a, b)
 def logical_or(a, b): return _map(LOGICAL_OR, a, b)
 def logical_xor(a, b): return _map(LOGICAL_XOR, a, b)
 def logical_not(x): return _map(LOGICAL_NOT, x)
+def bitwise_and(a, b): return _map(BITWISE_AND, a, b)
+def bitwise_or(a, b): return _map(BITWISE_OR, a, b)
+def bitwise_xor(a, b): return _map(BITWISE_XOR, a, b)
+def bitwise_not(x): return _map(BITWISE_NOT, x)
 def clone(x): return _map(IDENTITY, x)
 
 

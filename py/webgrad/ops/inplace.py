@@ -14,8 +14,9 @@ from .. import dtypes
 from ..autograd import Function, bump_version, is_grad_enabled, version
 from ..backends.base import FILL, flat
 from .creation import full, rand, randn
-from .elementwise import (ABS, ADD, CLAMP, DIV, EXP, IDENTITY, LOG, MUL, NEG, POW, RELU, SIGMOID, SQRT, SUB, TANH,
-                          Map, MapOp, _Plan, cast_op)
+from .elementwise import (ABS, ADD, BITWISE_AND, BITWISE_NOT, BITWISE_OR, BITWISE_XOR, CLAMP, DIV, EXP, IDENTITY, LOG,
+                          LOGICAL_AND, LOGICAL_NOT, LOGICAL_OR, LOGICAL_XOR, MUL, NEG, POW, RELU, SIGMOID, SQRT, SUB,
+                          TANH, Map, MapOp, _on_bools, _Plan, cast_op)
 from .movement import _as_view, broadcast_shapes, expand, write_into
 from .._tensor import Tensor, tensor_method
 
@@ -32,6 +33,7 @@ def modify(x, op, *operands, assign=False):
     its result written into x's storage by one kernel. Its dtype must cast to x's as PyTorch's
     in-place ops require (no float into int, nothing into bool), or with assign=True any way
     (copy_, x[i] = v). Returns x."""
+    op = _on_bools(op, operands)   # bool.add_(bool) is an or, as bool + bool
     tensors = [a for a in operands if isinstance(a, Tensor)]
     recording = is_grad_enabled() and x.dtype.is_floating_point and (
         x.requires_grad or any(t.requires_grad for t in tensors))
@@ -242,6 +244,22 @@ def sigmoid_(x): return modify(x, SIGMOID, x)
 @tensor_method
 def tanh_(x): return modify(x, TANH, x)
 @tensor_method
+def logical_and_(x, other): return modify(x, LOGICAL_AND, x, other)
+@tensor_method
+def logical_or_(x, other): return modify(x, LOGICAL_OR, x, other)
+@tensor_method
+def logical_xor_(x, other): return modify(x, LOGICAL_XOR, x, other)
+@tensor_method
+def logical_not_(x): return modify(x, LOGICAL_NOT, x)
+@tensor_method
+def bitwise_and_(x, other): return modify(x, BITWISE_AND, x, other)
+@tensor_method
+def bitwise_or_(x, other): return modify(x, BITWISE_OR, x, other)
+@tensor_method
+def bitwise_xor_(x, other): return modify(x, BITWISE_XOR, x, other)
+@tensor_method
+def bitwise_not_(x): return modify(x, BITWISE_NOT, x)
+@tensor_method
 def addcmul_(x, tensor1, tensor2, *, value=1): return modify(x, ADD_SCALED, x, tensor1 * tensor2, value)
 @tensor_method
 def addcdiv_(x, tensor1, tensor2, *, value=1): return modify(x, ADD_SCALED, x, tensor1 / tensor2, value)
@@ -314,3 +332,9 @@ def __isub__(x, other): return sub_(x, other)
 def __imul__(x, other): return mul_(x, other)
 @tensor_method
 def __itruediv__(x, other): return div_(x, other)
+@tensor_method
+def __iand__(x, other): return bitwise_and_(x, other)
+@tensor_method
+def __ior__(x, other): return bitwise_or_(x, other)
+@tensor_method
+def __ixor__(x, other): return bitwise_xor_(x, other)
