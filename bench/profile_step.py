@@ -14,6 +14,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 import webgrad as wg
 from webgrad import nn
+from webgrad.backends.webgpu.kernels.epilogue import StoreEpilogue
 from webgrad.backends.webgpu.runtime import PARAMS_BYTES, Recording
 
 
@@ -55,6 +56,13 @@ def alone(recording, i):
     return one
 
 
+def _shown(part):
+    """A pipeline key's part as printed: an epilogue by what it binds, not its WGSL."""
+    if isinstance(part, StoreEpilogue):
+        return f"epilogue({len(part.buffers)} buffers{', result stored' if part.stores_result else ''})"
+    return part
+
+
 def profile(name, batch_size, repeats):
     runtime, recording = recorded_step(name, batch_size)
     labels = {handle: key for key, handle in runtime._pipelines.items()}
@@ -65,7 +73,7 @@ def profile(name, batch_size, repeats):
         t = timed(runtime, alone(recording, i), repeats)
         total += t
         key = labels[pipeline]
-        print(f"  {i:3d} {t * 1e6:8.1f} us  {str(grid):18s} {key[0]:14s} {key[1:]}")
+        print(f"  {i:3d} {t * 1e6:8.1f} us  {str(grid):18s} {key[0]:14s} {tuple(map(_shown, key[1:]))}")
     print(f"  sum of the dispatches alone: {total * 1e6:.0f} us")
 
 

@@ -1,5 +1,5 @@
 """wg.jit's fused kernels in the page: the browser's WGSL compiler takes the generated sources (chains
-of maps, and products with maps in their store), and a fused replay gives the unfused replay's and
+of maps, and products, max pools and sums with maps in their store), and a fused replay gives the unfused replay's and
 the eager results there, bit for bit."""
 from e2e.conftest import wait_for
 
@@ -36,8 +36,16 @@ def epilogues(x):
     (F.gelu(layer(x)).relu() @ w).sum().backward()
     return layer.weight.grad * 1.0, w.grad * 1.0
 
+v = t(2, 108).reshape(2, 3, 6, 6).requires_grad_()
+def pools(x):
+    v.grad = None
+    y = F.max_pool2d((v * x).relu(), 2)
+    ((y.sum(dim=(2, 3)) + 1.0).sqrt() * 2.0).sum().backward()
+    return (v.grad * 1.0,)
+
 print('FUSION', *same_three_ways(maps, lambda: (t(33, 20), t(33, 20), t(1, 20))))
 print('EPILOGUES', *same_three_ways(epilogues, lambda: (t(9, 12),)))
+print('POOLS', *same_three_ways(pools, lambda: (t(2, 108).reshape(2, 3, 6, 6),)))
 """
 
 
@@ -45,7 +53,7 @@ def test_fused_kernels_compile_and_agree_in_the_page(page, open_playground):
     open_playground()
     page.fill("[data-testid=code]", CODE)
     page.click("[data-testid=run-code]")
-    wait_for(page, "document.querySelector('[data-testid=output]').textContent.includes('EPILOGUES')"
+    wait_for(page, "document.querySelector('[data-testid=output]').textContent.includes('POOLS')"
                    " || document.querySelector('[data-testid=status]').textContent.includes('error')", 60)
     out = page.text_content("[data-testid=output]")
     # gt, lt, and, mul, add, exp, mul, sub, where, relu, abs, add, div: one kernel; x - row (which the
@@ -53,3 +61,7 @@ def test_fused_kernels_compile_and_agree_in_the_page(page, open_playground):
     assert "FUSION True 12" in out, out
     # as natively: the maps after the forward and backward products go into their stores
     assert "EPILOGUES True 7" in out, out
+    # of 16 dispatches, 7: + 1.0, sqrt and * 2.0 in the sum's store, relu's gradient and the two
+    # products after it in the pool backward's (the forward's mul and relu one kernel, the gradient's
+    # maps over the sums' 6 elements another)
+    assert "POOLS True 9" in out, out

@@ -9,9 +9,9 @@
 // under a second, a tiled variant in 1-7 s (bench/NOTES.md, "Small products in one kernel").
 // Its operands, parameters, grid, bias and epilogue are shaders/matmul.wgsl's (kernels/matmul.py
 // fills both), so a product of any layout takes it: one pipeline per operand form, bias, element
-// type and TM x TN, where each staging order and vec4 choice is a tiled variant of its own. A
-// strided operand is read at addresses worked out before the loop, the other forms through the
-// tiled kernel's loaders load_a / load_b an element at a time (kernels/matmul_small.py).
+// type and TM x TN, where each staging order and vec4 choice is a tiled variant of its own. Every
+// form is read at addresses worked out before the loop and carried from k step to k step by adds
+// (kernels/matmul_small.py): a convolution's windows too, with no division in the loop.
 // A workgroup covers a BM x BN block of the output; a thread's rows are lid.y + i * WY, its columns
 // lid.x + j * WX (neighbouring lanes read neighbouring words of B); workgroup z = split * batches +
 // batch, as there.
@@ -25,11 +25,6 @@ const TM: u32 = {{tm}}u;
 const TN: u32 = {{tn}}u;
 const BM: u32 = WY * TM;
 const BN: u32 = WX * TN;
-// The loaders' slot functions (unused here) speak of a staged slice: one element deep.
-const BK: u32 = 1u;
-const THREADS: u32 = WX * WY;
-
-{{loaders}}
 
 @compute @workgroup_size(WX, WY)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {

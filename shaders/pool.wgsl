@@ -13,6 +13,8 @@
 // Ho, Wo, the kernel, stride, padding and dilation. Parameters (kernels/pool.py's POOL_PARAMS):
 // `numel` threads (outputs forward, inputs backward); src (x forward, grad backward) is read at
 // `src_offset` through its 4 `src_strides`. `picked` is contiguous (N, C, Ho, Wo).
+// Each thread stores its element of out through store_epilogue (kernels/epilogue.py): under wg.jit
+// the maps after a pool (relu's gradient after the backward) run there, in the same thread.
 alias T = {{type}};
 const C: u32 = {{c}}u;
 const H: u32 = {{h}}u;
@@ -28,9 +30,9 @@ const PX: u32 = {{px}}u;
 const DY: u32 = {{dy}}u;
 const DX: u32 = {{dx}}u;
 
-@group(0) @binding(1) var<storage, read_write> out: array<T>;        // values (forward), d x (backward)
-@group(0) @binding(2) var<storage, read_write> picked: array<i32>;   // written forward, read backward
-@group(0) @binding(3) var<storage, read> src: array<T>;
+// out: values (forward), d x (backward); picked: written forward, read backward; src
+{{bindings}}
+{{epilogue}}
 
 // By bits, not v != v: GPU compilers may assume finite maths.
 fn is_nan(v: T) -> bool {
@@ -67,8 +69,8 @@ fn max_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
             }
         }
     }
-    out[i] = best;
     picked[i] = at;
+    store_epilogue(i, best);
 }
 
 @compute @workgroup_size(WORKGROUP_SIZE)
@@ -99,5 +101,5 @@ fn max_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) n
             }
         }
     }
-    out[i] = acc;
+    store_epilogue(i, acc);
 }

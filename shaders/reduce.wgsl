@@ -6,15 +6,16 @@
 // 0..`count` in `chunks` chunks of `span`; x's element at kept multi-index o and reduced multi-index
 // j lies at `offset` plus o through kept_shape and kept_strides (kept_ndim dims) plus j through
 // reduced_shape and reduced_strides (reduced_ndim dims). Workgroup (o, c)'s result goes to
-// out[o * chunks + c].
+// out[o * chunks + c], through store_epilogue (kernels/epilogue.py: under wg.jit the maps after a
+// sum, a ReLU after a split K's pieces summed, run there, in the thread that stores it).
 // Generated per op: T, the input's element type, identity, combine step, result, and how a loop
 // position k names a reduced index j: k itself, or (arg ops' second pass) the index that chunk k
 // picked, read from `picked`, so the value is read again from x.
 alias T = {{compute}};
 
-@group(0) @binding(1) var<storage, read_write> out: array<{{out_type}}>;
-@group(0) @binding(2) var<storage, read> x: array<{{in_type}}>;
-{{picked_binding}}
+// out, x, picked (arg ops' second pass), then an epilogue's buffers (kernels/reduce.py)
+{{bindings}}
+{{epilogue}}
 
 const THREADS: u32 = {{threads}}u;   // a workgroup's threads: kernels/reduce.py's REDUCE_THREADS
 
@@ -94,7 +95,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     }
     let merged = workgroup_merge(mine, li, THREADS, 0u);
     if (li == 0u && live) {
-        out[w] = result(merged);
+        store_epilogue(w, result(merged));
     }
 }
 
@@ -119,5 +120,5 @@ fn per_thread(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg
         {{index}}
         mine = merge(mine, Partial(load(base + reduced_position(j)), j), 0u);
     }
-    out[o * params.chunks + c] = result(mine);
+    store_epilogue(o * params.chunks + c, result(mine));
 }

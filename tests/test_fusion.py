@@ -5,6 +5,7 @@ import torch
 
 import webgrad as wg
 from webgrad import nn
+from webgrad.backends.webgpu import fusion
 from webgrad.nn import functional as F
 from conftest import integers, randn, rng, seed, to_numpy
 
@@ -241,14 +242,14 @@ def test_a_chain_recorded_before_the_product_joins_its_epilogue():
     check_fusion(lambda: fn, _inputs((4, 6), (4, 5), (5, 6)), saved=4)
 
 
-def test_split_k_products_keep_their_maps_apart(monkeypatch):
+def test_split_k_products_put_their_maps_in_the_sums_store(monkeypatch):
     monkeypatch.setattr(wg.get_backend("webgpu"), "is_software", False)   # a GPU's plan: K splits
 
     def fn(x, y, z):
         return (x @ y).relu() * 2.0, (z @ y.t()).relu()
     # (4, 640) @ (640, 6) has K split (its pieces summed by a reduction, which the maps then read):
-    # relu and * 2.0 make one kernel after it; (3, 6) @ (6, 640) does not split: relu in its store
-    check_fusion(lambda: fn, _inputs((4, 640), (640, 6), (3, 6)), saved=2)
+    # relu and * 2.0 go into that sum's store; (3, 6) @ (6, 640) does not split: relu in its store
+    check_fusion(lambda: fn, _inputs((4, 640), (640, 6), (3, 6)), saved=3)
 
 
 def test_a_product_read_through_another_layout_keeps_its_map_apart():
@@ -302,3 +303,71 @@ def test_gpt_trains_the_same_fused():
     saved = _same_training(lambda: wg.nn.GPT(config, device="webgpu"), lambda m, x, y: m(x, y)[1],
                            tokens[:, :-1], tokens[:, 1:])
     assert saved >= layers   # at least each layer's GELU backward, g * gelu_grad(a), is one kernel
+
+
+def _max_pool_relu_step():
+    """make_fn: a weight's gradient through (w * x).relu(), a max pool of overlapping windows (3x3,
+    stride 2, padding 1: a pixel's gradient sums up to four windows) and a weighted sum."""
+    start = randn(2, 3, 7, 7)
+
+    def make_fn():
+        w = wg.tensor(start, device="webgpu", requires_grad=True)
+
+        def fn(x, g):
+            w.grad = None
+            y = F.max_pool2d((w * x).relu(), 3, stride=2, padding=1)
+            (y * g).sum().backward()
+            return w.grad * 1.0
+        return fn
+    return make_fn
+
+
+def test_max_pool_backward_takes_relus_gradient_in_its_store(monkeypatch):
+    make = _inputs((2, 3, 7, 7), (2, 3, 4, 4))
+    # y * g into the pool's forward store; relu's gradient, its product with x and * 1.0 into the
+    # backward's: 11 dispatches -> 6
+    check_fusion(_max_pool_relu_step(), make, saved=5)
+    # without the pools as producers those maps are kernels of their own after each pool
+    monkeypatch.delitem(fusion._PRODUCERS, "pool")
+    check_fusion(_max_pool_relu_step(), make, saved=3)
+
+
+def test_max_pool_forward_keeps_its_indices_apart(monkeypatch):
+    def fn(x):
+        values, indices = F.max_pool2d(x, 2, stride=2, dilation=2, return_indices=True)
+        return (values.tanh() * 2.0, indices * 2)
+    make = _inputs((2, 2, 9, 9))
+    # tanh and * 2.0 into the pool's store (its values, read by nothing else, never stored); the
+    # indices' * 2 reads what other threads of the pool write, so it runs after it
+    fused = check_fusion(lambda: fn, make, saved=2, kept_fewer=2)
+    monkeypatch.delitem(fusion._PRODUCERS, "pool")
+    check_fusion(lambda: fn, make, saved=1, kept_fewer=1)
+    x = torch.from_numpy(to_numpy(make(CALLS - 1)[0]))
+    values, indices = torch.nn.functional.max_pool2d(x, 2, stride=2, dilation=2, return_indices=True)
+    np.testing.assert_allclose(fused[-1][0], (values.tanh() * 2.0).numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(fused[-1][1], (indices * 2).numpy())
+
+
+def test_mnist_cnn_trains_the_same_fused(monkeypatch):
+    monkeypatch.setattr(wg.get_backend("webgpu"), "is_software", True)   # the plan the count below is of
+    x, y = randn(4, 1, 28, 28), integers(4).astype(np.int32)
+    saved = _same_training(lambda: nn.mnist_cnn(channels=(4, 8), hidden=16, device="webgpu"),
+                           lambda m, x, y: F.cross_entropy(m(x), y), x, y)
+    # the three ReLUs into their products (a software adapter's plan: no K splits), the classifier's
+    # relu gradient into the product that makes its incoming gradient, the conv blocks' into the
+    # pools' backwards
+    assert saved == 6, saved
+
+
+def test_a_sums_store_takes_the_maps_after_it(monkeypatch):
+    monkeypatch.setattr(wg.get_backend("webgpu"), "is_software", False)   # a GPU's plan: below, both passes
+
+    def fn(x, y):
+        return (x.sum(dim=1) * 0.5).tanh(), (y.sum(dim=0) + 1.0).relu(), x.amax(dim=1).relu()
+    make = _inputs((5, 100), (3000, 3))
+    # x's sums, a workgroup per output: * 0.5 and tanh in its store; y's columns in chunks, then a
+    # thread per output sums the chunks: + 1.0 and relu in that store; a max is no producer
+    fused = check_fusion(lambda: fn, make, saved=4)
+    x, y = (torch.from_numpy(to_numpy(t)).double() for t in make(CALLS - 1))
+    for ours, reference in zip(fused[-1], ((x.sum(1) * 0.5).tanh(), (y.sum(0) + 1.0).relu(), x.amax(1).relu())):
+        np.testing.assert_allclose(ours, reference.numpy(), rtol=1e-5, atol=1e-5)

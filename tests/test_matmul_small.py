@@ -1,7 +1,7 @@
 """The matmul family's unstaged kernel (shaders/matmul_small.wgsl): on a software adapter, products
 of at most MATMUL_SMALL_MACS multiply-adds take it at 4x4 outputs a thread, in every layout through one
 pipeline, with torch's results for odd shapes, strided and transposed operands, batches, biases,
-empty and split K, epilogues; larger products of strided operands take it with 8x8 outputs a thread."""
+empty and split K, epilogues; larger products take it with 8x8 outputs a thread, a convolution's too."""
 import numpy as np
 import pytest
 import torch
@@ -9,7 +9,8 @@ import torch
 import webgrad as wg
 from webgrad import nn
 from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
-from webgrad.backends.webgpu.kernels.matmul import MatmulEpilogue
+from webgrad.backends.webgpu.kernels import matmul_tuning
+from webgrad.backends.webgpu.kernels.epilogue import StoreEpilogue
 from webgrad.ops.matmul import matmul_with_bias
 from conftest import assert_close, check_op, randn, rng, wg_tensor
 
@@ -113,7 +114,7 @@ def test_a_small_product_takes_its_epilogue_under_jit(plans):
     (program,) = fn._programs.values()
     [(pipeline, _, _)] = program.recording.dispatches   # one kernel: the product, tanh and * 2.0
     key = keys[pipeline]
-    assert key[1] == matmul_kernels.MATMUL_SMALL and isinstance(key[-1], MatmulEpilogue), key
+    assert key[1] == matmul_kernels.MATMUL_SMALL and isinstance(key[-1], StoreEpilogue), key
 
 
 def test_larger_products_and_gpu_adapters_keep_the_tiles(plans, monkeypatch):
@@ -125,7 +126,7 @@ def test_larger_products_and_gpu_adapters_keep_the_tiles(plans, monkeypatch):
     assert [tiles == matmul_kernels.MATMUL_SMALL for tiles, _, _ in plans] == [False, False]
 
 
-def test_small_convolutions_read_windows_through_the_same_loaders(plans):
+def test_small_convolutions_read_windows_in_the_same_kernel(plans):
     """A convolution's products (its input windows as B, K made of two dims as A) take the small
     kernel too: forward with a bias along rows, and both gradients, against torch."""
     n, c, co = _sizes(3, 4)
@@ -148,19 +149,32 @@ def test_larger_strided_products_take_8x8_outputs_a_thread(name, plans, monkeypa
     assert plans and all(not tiles.staged and tiles.tm * tiles.tn == 64 for tiles, _, _ in plans), plans
 
 
-@pytest.mark.parametrize("bias_dim", [-1, -2])
-def test_unstaged_bias_and_staged_convolution_windows(bias_dim, plans, monkeypatch):
-    """An unstaged product's bias along its rows or columns; a convolution's products (windows, a K
-    of two dims) keep the staged tiles, whose loaders run once a staged word."""
+def test_unstaged_bias_of_rows_or_columns(plans, monkeypatch):
+    """Past the bound (here 0), an unstaged product's bias along its rows or its columns."""
     monkeypatch.setattr(matmul_kernels, "MATMUL_SMALL_MACS", 0)
-    m, k, n = _sizes(3, 90)
-    a, b, bias = randn(m, k), randn(n, k), randn(n if bias_dim == -1 else m)
-    out = matmul_with_bias(wg_tensor(a, "webgpu"), wg_tensor(b, "webgpu").T, wg_tensor(bias, "webgpu"), bias_dim)
-    expected = a.astype(np.float64) @ b.T + (bias if bias_dim == -1 else bias[:, None])
-    assert_close(out.numpy(), expected, atol=1e-4, rtol=1e-4)
-    x, w = randn(2, 3, 9, 8), randn(5, 3, 3, 3)
-    check_op(lambda x, w: wg.nn.functional.conv2d(x, w, padding=1), x, w, device="webgpu",
-             torch_fn=lambda x, w: torch.nn.functional.conv2d(x, w, padding=1))
-    staged = {tiles.staged for tiles, key, _ in plans if key[1] == key[2] == "strided"}
-    windows = {tiles.staged for tiles, key, _ in plans if "window" in (key[1][0], key[2][0])}
-    assert staged == {False} and windows == {True}, plans
+    for bias_dim in (-1, -2):
+        m, k, n = _sizes(3, 90)
+        a, b, bias = randn(m, k), randn(n, k), randn(n if bias_dim == -1 else m)
+        out = matmul_with_bias(wg_tensor(a, "webgpu"), wg_tensor(b, "webgpu").T, wg_tensor(bias, "webgpu"), bias_dim)
+        expected = a.astype(np.float64) @ b.T + (bias if bias_dim == -1 else bias[:, None])
+        assert_close(out.numpy(), expected, atol=1e-4, rtol=1e-4, what=f"bias along {bias_dim}")
+    assert plans and all(not tiles.staged and tiles.tm * tiles.tn == 64 for tiles, _, _ in plans), plans
+
+
+@pytest.mark.parametrize("stride, dilation, piece", [(1, 1, 13), ((2, 1), (1, 2), 7)])
+def test_larger_convolutions_read_windows_unstaged(stride, dilation, piece, plans, monkeypatch):
+    """Past the bound (here 0), a convolution's products (its input's windows as B, a K of two dims as
+    A) take the unstaged kernel at 8x8 outputs a thread too, K split in pieces so that the pieces'
+    counters start inside a window's row and a K2 run and wrap more than once (kernels/matmul_small.py):
+    forward with a bias, both gradients, odd sizes, padding, stride and dilation, against torch."""
+    monkeypatch.setattr(matmul_kernels, "MATMUL_SMALL_MACS", 0)
+    monkeypatch.setattr(matmul_tuning, "SOFTWARE_MATMUL_K", piece)
+    n, c, co = (size + 2 for size in _sizes(3, 4))
+    x, w, b = randn(n, c, *(size + 3 for size in _sizes(2, 10))), randn(co, c, 3, 2), randn(co)
+    kwargs = dict(stride=stride, padding=(1, 2), dilation=dilation)
+    check_op(lambda x, w, b: wg.nn.functional.conv2d(x, w, b, **kwargs), x, w, b, device="webgpu",
+             torch_fn=lambda x, w, b: torch.nn.functional.conv2d(x, w, b, **kwargs))
+    forms = {tuple(form if isinstance(form, str) else form[0] for form in key[1:3]) for _, key, _ in plans}
+    assert {("strided", "window"), ("split_k", "window")} <= forms, forms
+    assert all(not tiles.staged and tiles.tm * tiles.tn == 64 for tiles, _, _ in plans), plans
+    assert any(splits > 1 for _, _, splits in plans), plans

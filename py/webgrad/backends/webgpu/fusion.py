@@ -21,31 +21,40 @@ with its operands converted as map converts them, so the results are the unfused
 The generated source depends only on the structure (ops, shapes, strides, wiring): offsets and
 scalars are parameters, and the pipeline is cached by the source.
 
-Epilogues: a matmul or convolution product (kernels/matmul.py) whose K is not split starts a group
-as a map does, as its first member: maps join it as above (as many elements as its result, which
-they read at offset + i, contiguous, as it writes it), except those writing a buffer it reads or its
-result, and maps recorded before it that touch its result's buffer (they saw earlier contents). The
-group is the product's kernel with the maps in its store (a MatmulEpilogue): each output element,
-bias added, goes through the members in the thread that computed it, and the product's own result
-is stored only where something else reads it. A split K is left alone: its pieces are summed by a
-reduction after it, so the maps' input is that sum, not the product's store.
+Epilogues: a producer (kernels/epilogue.py: a kernel whose threads own its result's elements, one
+thread an element; _PRODUCERS names the families that read their dispatches as one: an unsplit
+matmul or convolution product, a max pool either way, a pass of a float32 sum) starts a group as a
+map does, as its first member: maps join it as above (as many elements as its result, which they
+read at offset + i, contiguous, as it writes it), except those writing a buffer it binds, reading
+one it writes besides its result, and maps recorded before it that touch its result's buffer (they
+saw earlier contents). The group is the producer's kernel with the maps in its store (a
+StoreEpilogue): each element goes through the members in the thread that computed it, and the
+producer's own result is stored only where something else reads it. A split K's product is left
+alone: its pieces are summed by a reduction after it, whose store takes the maps.
 """
+import math
 import re
 import struct
 import weakref
 from typing import Any, NamedTuple
 
 from ... import dtypes
-from .kernels.common import fill, shader
+from .kernels.common import fill
+from .kernels.epilogue import StoreEpilogue, has_epilogue, map_functions, with_epilogue
 from .kernels.map import load, operand, scalar_operand
-from .kernels.matmul import MatmulEpilogue, product_dispatch, product_with_epilogue
+from .kernels.matmul import product_producer
 from .kernels.params import ParamBlock, u32
+from .kernels.pool import pool_producer
+from .kernels.reduce import reduce_producer
 from .runtime import PARAMS_BYTES, PARAMS_WORDS
 
 # map's alias of the compute type: a fused kernel's members may compute in different types (a
 # comparison's bool feeding a float where), so each member's lines spell out its own
 _T = re.compile(r"\bT\b")
 _F32 = dtypes.float32
+# The kernel families whose recorded dispatches may take epilogues: (pipeline key, parameter bytes)
+# -> kernels/epilogue.py's Producer, or None where that dispatch cannot.
+_PRODUCERS = {"matmul": product_producer, "pool": pool_producer, "reduce": reduce_producer}
 
 
 class _Access(NamedTuple):
@@ -72,23 +81,24 @@ class _Map(NamedTuple):
         return [a for a in self.operands if isinstance(a, _Access)] + [self.out]
 
 
-class _Product(NamedTuple):
-    """A recorded unsplit product: its index, ProductDispatch, buffer handles (out, a, b[, bias])
-    and its result as the maps read it."""
+class _Producer(NamedTuple):
+    """A recorded producer: its index, kernels/epilogue.py's Producer, its buffers' handles and binding
+    modes (its result first) and its result as the maps read it."""
     index: int
-    dispatch: Any
+    kernel: Any
     handles: tuple
+    modes: tuple
     out: _Access
 
 
 class _Node:
     """A dispatch of the fused recording: a recorded one (index), or a group of maps (members) that
-    may follow a product (its epilogue); what it reads and writes decides whether a group may move
+    may follow a producer (its epilogue); what it reads and writes decides whether a group may move
     past it."""
 
-    def __init__(self, index, reads, writes, members=(), product=None):
+    def __init__(self, index, reads, writes, members=(), producer=None):
         self.index, self.reads, self.writes, self.members = index, set(reads), set(writes), list(members)
-        self.product = product
+        self.producer = producer
 
     def blocks(self, group):
         return bool(self.writes & (group.reads | group.writes) or self.reads & group.writes)
@@ -120,10 +130,10 @@ def fuse(runtime, recording):
     dispatches, params, refresh = [], bytearray(), []
     refreshed = dict(recording.refresh)
     for node in nodes:
-        if len(node.members) == 1 and node.product is None:
+        if len(node.members) == 1 and node.producer is None:
             node.index = node.members[0].index
-        if node.product is not None and not node.members:
-            node.index = node.product.index
+        if node.producer is not None and not node.members:
+            node.index = node.producer.index
         if node.index is not None:
             if node.index in refreshed:
                 refresh.append((len(dispatches), refreshed[node.index]))
@@ -131,13 +141,13 @@ def fuse(runtime, recording):
             params += recording.params[node.index * PARAMS_BYTES:(node.index + 1) * PARAMS_BYTES]
             continue
         internal = fusion.internal(node)
-        plan = _Plan(node.members, node.writes - internal, node.product)
-        if node.product is None:
+        plan = _Plan(node.members, node.writes - internal, node.producer)
+        if node.producer is None:
             pipeline, handles, words = _fused_kernel(runtime, plan)
             grid = recording.dispatches[node.members[-1].index][2]
         else:
-            pipeline, handles, words = _epilogue_kernel(runtime, plan, node.product.out.handle not in internal)
-            grid = recording.dispatches[node.product.index][2]
+            pipeline, handles, words = _epilogue_kernel(runtime, plan, node.producer.out.handle not in internal)
+            grid = recording.dispatches[node.producer.index][2]
         dispatches.append((pipeline, handles, grid))
         params += struct.pack(f"<{len(words)}I", *words).ljust(PARAMS_BYTES, b"\0")
         recording.storages -= {fusion.dead[h] for h in internal}   # no kernel touches them now: back to the pool
@@ -179,15 +189,16 @@ class _Fusion:
 
     def internal(self, group):
         """The buffers whose values may stay inside the group's kernel (see the module's doc)."""
-        indices = {m.index for m in group.members} | ({group.product.index} if group.product else set())
-        product_out = group.product.out.handle if group.product else None
+        indices = {m.index for m in group.members} | ({group.producer.index} if group.producer else set())
+        result = group.producer.out.handle if group.producer else None
         return {h for h in group.writes if h in self.dead and h not in self.uploaded and self.users[h] <= indices
-                and (h == product_out or _written_first(group.members, h))}
+                and (h == result or _written_first(group.members, h))}
 
     def group(self, maps):
         """The recording's dispatches as nodes, in the order they will run, maps grouped."""
         layout_of = self.runtime._layout_of
-        keys = {pipeline: key for key, pipeline in self.runtime._pipelines.items() if key[0] == "matmul"}
+        keys = {pipeline: key for key, pipeline in self.runtime._pipelines.items()
+                if key[0] in _PRODUCERS and not has_epilogue(key)}
         nodes = []
         for index, (pipeline, handles, _) in enumerate(self.recording.dispatches):
             m = maps.get(index)
@@ -195,65 +206,61 @@ class _Fusion:
                 modes = layout_of[pipeline]
                 writes = [h for h, mode in zip(handles, modes) if mode != "read"]
                 nodes.append(_Node(index, [h for h in handles if h not in writes], writes,
-                                   product=self.product(index, keys.get(pipeline), handles)))
+                                   producer=self.producer(index, keys.get(pipeline), handles, modes)))
                 continue
             group = _Node(None, [a.handle for a in m.accesses()[:-1]], [m.out.handle], [m])
-            producers = []
+            writers = []   # the groups (and producers) that wrote its operands
             for a in m.operands:
                 if isinstance(a, _Access):
                     writer = next((n for n in reversed(nodes) if a.handle in n.writes), None)
-                    if writer is not None and (writer.members or writer.product) and writer not in producers:
-                        producers.append(writer)
-            for producer in sorted(producers, key=nodes.index, reverse=True):
-                if producer.product and group.product:
+                    if writer is not None and (writer.members or writer.producer) and writer not in writers:
+                        writers.append(writer)
+            for writer in sorted(writers, key=nodes.index, reverse=True):
+                if writer.producer and group.producer:
                     continue
-                at = nodes.index(producer)
-                joined = _Node(None, producer.reads | group.reads, producer.writes | group.writes,
-                               producer.members + group.members, producer.product or group.product)
-                if self.joinable(joined) and not any(n.blocks(producer) for n in nodes[at + 1:]):
+                at = nodes.index(writer)
+                joined = _Node(None, writer.reads | group.reads, writer.writes | group.writes,
+                               writer.members + group.members, writer.producer or group.producer)
+                if self.joinable(joined) and not any(n.blocks(writer) for n in nodes[at + 1:]):
                     del nodes[at]
                     group = joined
             nodes.append(group)
         return nodes
 
-    def product(self, index, key, handles):
-        """The _Product of a recorded dispatch, if it is an unsplit product (None otherwise)."""
+    def producer(self, index, key, handles, modes):
+        """The _Producer of a recorded dispatch, if it is one that may take an epilogue (None otherwise)."""
         if key is None:
             return None
-        dispatch = product_dispatch(key, self.recording.params[index * PARAMS_BYTES:(index + 1) * PARAMS_BYTES])
-        if dispatch is None or dispatch.split:
+        kernel = _PRODUCERS[key[0]](key, self.recording.params[index * PARAMS_BYTES:(index + 1) * PARAMS_BYTES])
+        if kernel is None:
             return None
-        return _Product(index, dispatch, handles, _Access(handles[0], _F32, 0, (dispatch.numel,), None))
+        return _Producer(index, kernel, handles, modes, _Access(handles[0], _F32, 0, (kernel.numel,), None))
 
     def joinable(self, group):
         """Whether the group's maps may run as one kernel, one thread per element (in the store of its
-        product, if it has one)."""
-        members, product = group.members, group.product
-        numel = product.dispatch.numel if product else _numel(members[0].spec.shape)
-        if any(_numel(m.spec.shape) != numel for m in members):
+        producer, if it has one)."""
+        members, producer = group.members, group.producer
+        numel = producer.kernel.numel if producer else math.prod(members[0].spec.shape)
+        if any(math.prod(m.spec.shape) != numel for m in members):
             return False
-        if product and any(m.out.handle in product.handles for m in members):
-            return False   # a buffer the product reads (other threads may still read it), or its own result
-        if product and any(a.handle == product.out.handle for m in members if m.index < product.index
-                           for a in m.accesses()):
-            return False   # a map recorded before the product touched that buffer's earlier contents
-        seen = {product.out.handle: (_F32, product.out.place)} if product else {}
+        if producer and any(m.out.handle in producer.handles for m in members):
+            return False   # a buffer the producer reads (other threads may still read it), or its own result
+        others = {h for h, mode in zip(producer.handles[1:], producer.modes[1:]) if mode != "read"} if producer else ()
+        if any(a.handle in others for m in members for a in m.accesses()):
+            return False   # a buffer it writes besides its result (another thread's element, maybe not yet)
+        if producer and any(a.handle == producer.out.handle for m in members if m.index < producer.index
+                            for a in m.accesses()):
+            return False   # a map recorded before the producer touched that buffer's earlier contents
+        seen = {producer.out.handle: (_F32, producer.out.place)} if producer else {}
         for a in (a for m in members for a in m.accesses()):
             key = (a.dtype, a.place) if a.handle in group.writes else a.dtype.wgsl
             if seen.setdefault(a.handle, key) != key:
                 return False
-        plan = _Plan(members, group.writes - self.internal(group), product)
-        own_buffers = len(product.handles) if product else 0
-        own_words = len(product.dispatch.words) + 1 if product else 2   # and the opaque zero (a map's: numel too)
+        plan = _Plan(members, group.writes - self.internal(group), producer)
+        own_buffers = len(producer.handles) if producer else 0
+        own_words = len(producer.kernel.words) + 1 if producer else 2   # and the opaque zero (a map's: numel too)
         return (own_buffers + len(plan.bound) < self.runtime.limits["max_storage_buffers_per_shader_stage"]
                 and own_words + plan.offsets + plan.scalars <= PARAMS_WORDS)   # (and the params)
-
-
-def _numel(shape):
-    count = 1
-    for size in shape:
-        count *= size
-    return count
 
 
 def _written_first(members, handle):
@@ -268,14 +275,14 @@ def _written_first(members, handle):
 
 class _Plan:
     """Where a fused kernel's members take their operands from, in order: a scalar word, the value
-    member k computed (("value", k)) or the product did (("value", "product")), or a load; which
+    member k computed (("value", k)) or the producer did (("value", "producer")), or a load; which
     members store their output (the last write of each buffer in `stored`); and the buffers it binds
-    (beside a product's own), in binding order."""
+    (beside a producer's own), in binding order."""
 
-    def __init__(self, members, stored, product=None):
-        self.members, self.product, self.sources, self.stores, self.bound = members, product, [], [], []
+    def __init__(self, members, stored, producer=None):
+        self.members, self.producer, self.sources, self.stores, self.bound = members, producer, [], [], []
         last_write = {m.out.handle: k for k, m in enumerate(members)}
-        written = {product.out.handle: "product"} if product else {}
+        written = {producer.out.handle: "producer"} if producer else {}
         for k, m in enumerate(members):
             sources = []
             for a in m.operands:
@@ -310,26 +317,19 @@ def _fused_kernel(runtime, plan):
                   body="\n".join(lines))
     name = "+".join(m.spec.op.name for m in plan.members)
     pipeline = runtime.pipeline(("map", name, source), lambda: source, "main", tuple(modes))
-    numel = _numel(plan.members[0].spec.shape)
+    numel = math.prod(plan.members[0].spec.shape)
     return pipeline, tuple(plan.bound), params.pack(numel=numel, zero=0, offsets=offsets, scalars=scalars)
 
 
-def _epilogue_kernel(runtime, plan, stores_product):
-    """(pipeline, bound buffer handles, parameter words) of a product whose store runs a _Plan."""
+def _epilogue_kernel(runtime, plan, stores_result):
+    """(pipeline, bound buffer handles, parameter words) of a producer whose store runs a _Plan."""
     lines, modes, types, offsets, scalars = _members(plan, "params_zero(0u)")
-    store = ["    out[i] = product;"] if stores_product else []
-    function = "\n".join([_map_functions(), "fn store_epilogue(i: u32, product: f32) {", *store, *lines, "}"])
-    epilogue = MatmulEpilogue(function, tuple(zip(modes, types)), len(offsets), len(scalars), stores_product)
-    product = plan.product
-    return product_with_epilogue(runtime, product.dispatch, product.handles, epilogue, plan.bound,
-                                 [0, *offsets, *scalars])
-
-
-def _map_functions():
-    """WGSL: the functions shaders/map.wgsl defines for its ops (erf_f, tanh_f, ...), which an
-    epilogue's ops call too: the text between its bindings and its entry point."""
-    text = shader("map")
-    return text[text.index("{{bindings}}") + len("{{bindings}}"):text.index("@compute")].strip()
+    store = ["    out[i] = value;"] if stores_result else []
+    function = "\n".join([map_functions(), "fn store_epilogue(i: u32, value: f32) {", *store, *lines, "}"])
+    epilogue = StoreEpilogue(function, tuple(zip(modes, types)), len(offsets), len(scalars), stores_result)
+    producer = plan.producer
+    return with_epilogue(runtime, producer.kernel, producer.handles, producer.modes, epilogue, plan.bound,
+                         [0, *offsets, *scalars])
 
 
 def _members(plan, zero):
@@ -363,8 +363,8 @@ def _members(plan, zero):
             if kind == "scalar":
                 scalars.append(source)
                 lines.append(f"let {x} = {scalar_operand(len(scalars) - 1, m.spec.compute)};")
-            elif kind == "value" and source == "product":
-                lines.append(f"let {x} = {operand(m.spec.op, n, _opaque('product', _F32, zero))};")
+            elif kind == "value" and source == "producer":
+                lines.append(f"let {x} = {operand(m.spec.op, n, _opaque('value', _F32, zero))};")
             elif kind == "value":
                 value = _opaque(f"v{source}", plan.members[source].spec.out_dtype, zero)
                 lines.append(f"let {x} = {operand(m.spec.op, n, value)};")

@@ -67,14 +67,14 @@ _MATMUL_BY_SIZE = ((2048 * 2048, MatmulTiles(16, 16, 8, 8, 8)),    # 128 x 128
 # 32 x 32 and 16 x 16 tiles, 4x4 per thread, 64 x 128, and workgroups of one subgroup measured
 # slower, BK 4 as fast as 8 and half the compile (bench/NOTES.md, "MNIST in the page against TF.js
 # WebGL"). By the output's short side, so that a conv's 16 or 32 channels do not fill a 64-row tile
-# with zeros: 64, 32 or 16 along it. Products of strided operands take the same tiles unstaged (BK 1,
-# shaders/matmul_small.wgsl): each lane's read is a gather, from workgroup memory too, so staging only
-# adds reads and barriers once the addresses are worked out before the loop (the MLP step ~1.25x);
-# a convolution's windows keep the staged tiles, whose loaders run 8x less often than unstaged ones
-# (bench/NOTES.md, "MNIST MLP in the page without staging").
-_MATMUL_SOFTWARE = ((33, MatmulTiles(8, 8, 8, 8, 4)),     # 64 x 64
-                    (17, MatmulTiles(16, 4, 8, 8, 8)),    # 32 x 128
-                    (0, MatmulTiles(16, 2, 8, 8, 8)))     # 16 x 128
+# with zeros: 64, 32 or 16 along it. Every product takes them unstaged (BK 1, shaders/matmul_small.wgsl):
+# each lane's read is a gather, from workgroup memory too, so staging only adds reads and barriers once
+# the addresses are worked out before the loop (the MLP step ~1.25x, bench/NOTES.md, "MNIST MLP in the
+# page without staging"), a convolution's windows without a division in it; then _fitted to the output
+# (the page's CNN step 1.6-2.2x, "MNIST CNN in the page: convolution windows read unstaged").
+_MATMUL_SOFTWARE = ((33, MatmulTiles(8, 8, 8, 8, 1)),     # 64 x 64
+                    (17, MatmulTiles(16, 4, 8, 8, 1)),    # 32 x 128
+                    (0, MatmulTiles(16, 2, 8, 8, 1)))     # 16 x 128
 
 
 def _oriented(tiles, m, n):
@@ -82,11 +82,19 @@ def _oriented(tiles, m, n):
     return tiles if m <= n else tiles._replace(wx=tiles.wy, wy=tiles.wx, tm=tiles.tn, tn=tiles.tm)
 
 
-def matmul_tiles(m, n, batch, is_software, workgroup_limit=16384, strided=True):
-    """A product's tiles; strided: both operands are strided views (MatmulOperand's forms)."""
+def _fitted(tiles, m, n):
+    """Unstaged tiles trimmed to the output: as many workgroups along each side as the tiles give,
+    each with as few threads as cover its share (a 16 x 9 weight gradient in one 16 x 16 tile, not
+    128 x 16; 196 columns in two 104 wide, not 128), since an unstaged thread's reads do not depend
+    on its neighbours'."""
+    rows, cols = groups(m, groups(m, tiles.wy * tiles.tm)), groups(n, groups(n, tiles.wx * tiles.tn))
+    return tiles._replace(wy=groups(rows, tiles.tm), wx=groups(cols, tiles.tn))
+
+
+def matmul_tiles(m, n, batch, is_software, workgroup_limit=16384):
+    """A product's tiles."""
     if is_software:
-        tiles = _oriented(next(tiles for least, tiles in _MATMUL_SOFTWARE if min(m, n) >= least), m, n)
-        return tiles._replace(bk=1) if strided else tiles   # unstaged where its reads are cheap (see above)
+        return _fitted(_oriented(next(tiles for least, tiles in _MATMUL_SOFTWARE if min(m, n) >= least), m, n), m, n)
     oriented = ((least, _oriented(tiles, m, n)) for least, tiles in _MATMUL_BY_SIZE)
     fits = (tiles for least, tiles in oriented
             if batch * m * n >= least and tiles.workgroup_bytes <= workgroup_limit
@@ -227,7 +235,7 @@ class MatmulTuner:
         runtime = self.runtime
         # Not while a profile is open (its timings would be the profile's), nor inside a wg.jit
         # recording (the candidates' runs would be recorded; its warm-up calls tune the shapes).
-        if runtime.profiler is not None or runtime.adopted is not None or runtime._recording is not None:
+        if runtime.profiler is not None or runtime.adopted is not None or runtime.is_recording:
             return None
         times = {candidate: self._time(candidate, run) for candidate in self.candidates(m, n, k, batch, prior)}
         fastest = min(times.values())

@@ -1,9 +1,12 @@
-"""The pool family (shaders/pool.wgsl): max pooling, one kernel each way."""
+"""The pool family (shaders/pool.wgsl): max pooling, one kernel each way; both are producers of
+store epilogues (kernels/epilogue.py)."""
 import functools
 import math
+import struct
 
 from .... import dtypes
 from .common import LOWEST, check_gpu_dtype, fill, groups
+from .epilogue import Producer, bindings, epilogue_fields, store_function
 from .params import ParamBlock, u32
 
 # Pool layouts (geometry and src's strides) kept worked out (_pool_kernel); past this many the oldest go.
@@ -12,6 +15,10 @@ POOL_LAYOUTS_KEPT = 256
 # Both kernels' parameters (their meanings: shaders/pool.wgsl); the geometry is compiled in. src's
 # offset changes from call to call, so it comes last (ParamBlock.packer).
 POOL_PARAMS = ParamBlock(u32("numel"), u32("src_strides", 4), u32("src_offset", 1))
+_POOL_WORDS = len(POOL_PARAMS.pack(numel=0, src_strides=(0,) * 4, src_offset=(0,)))
+# The kernels' buffers: (mode, name, WGSL element type; T is the pooled dtype's).
+_POOL_BUFFERS = (("read_write", "out", "T"), ("read_write", "picked", "i32"), ("read", "src", "T"))
+_POOL_MODES = tuple(mode for mode, _, _ in _POOL_BUFFERS)
 _GEOMETRY_SLOTS = ("c", "h", "w", "ho", "wo", "kh", "kw", "sy", "sx", "py", "px", "dy", "dx")
 
 
@@ -37,7 +44,7 @@ class PoolKernels:
         """One shaders/pool.wgsl dispatch, a thread per element of out (the output's or the input's)."""
         numel, key, source, pack = _pool_kernel(entry, src.dtype, in_shape, out_shape, geometry, src.strides)
         if numel:
-            pipeline = self.runtime.pipeline(key, source, entry=entry, bindings=("read_write", "read_write", "read"))
+            pipeline = self.runtime.pipeline(key, source, entry=entry, bindings=_POOL_MODES)
             self.runtime.dispatch(pipeline, [out, picked, src.storage], pack([src.offset]), groups(numel))
 
 
@@ -47,9 +54,24 @@ def _pool_kernel(entry, dtype, in_shape, out_shape, geometry, src_strides):
     and its parameters as a function of [src's offset]."""
     numel = math.prod(out_shape if entry == "max_forward" else in_shape)
     sizes = (*in_shape[1:], *out_shape[2:], *(v for pair in geometry for v in pair))
-    is_nan = "(bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u" if dtype.kind == "f" else "false"
+    return (numel, ("pool", entry, dtype.name, sizes), lambda: _pool_source(dtype, sizes),
+            POOL_PARAMS.packer(numel=numel, src_strides=src_strides))
 
-    def source():
-        return fill("pool", POOL_PARAMS, type=dtype.wgsl, is_nan=is_nan, lowest=LOWEST[dtype.wgsl],
-                    **dict(zip(_GEOMETRY_SLOTS, map(str, sizes))))
-    return numel, ("pool", entry, dtype.name, sizes), source, POOL_PARAMS.packer(numel=numel, src_strides=src_strides)
+
+def pool_producer(key, block):
+    """A recorded float32 pool dispatch (its pipeline's key, its parameter bytes) as an epilogue's
+    Producer, or None: the maps fused into a store compute on f32 results."""
+    _, entry, dtype_name, sizes = key
+    if dtype_name != "float32":
+        return None
+    words = struct.unpack_from(f"<{_POOL_WORDS}I", block)
+    return Producer(key, entry, words, words[0], lambda epilogue: _pool_source(dtypes.float32, sizes, epilogue))
+
+
+def _pool_source(dtype, sizes, epilogue=None):
+    """shaders/pool.wgsl for these sizes (C, H, W, Ho, Wo, then the geometry's pairs), storing its
+    results through the epilogue if there is one."""
+    is_nan = "(bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u" if dtype.kind == "f" else "false"
+    return fill("pool", ParamBlock(*POOL_PARAMS.fields, *epilogue_fields(epilogue)), type=dtype.wgsl,
+                is_nan=is_nan, lowest=LOWEST[dtype.wgsl], bindings=bindings(_POOL_BUFFERS, epilogue),
+                epilogue=store_function(epilogue, "T"), **dict(zip(_GEOMETRY_SLOTS, map(str, sizes))))

@@ -1,12 +1,14 @@
 """The reduce family (shaders/reduce.wgsl): a backends.base.Reduction over any dims of a strided
-view, in one pass or two."""
+view, in one pass or two; a float32 sum's pass is a producer of store epilogues (kernels/epilogue.py)."""
 import functools
 import math
+import struct
 from typing import NamedTuple
 
 from .... import dtypes
-from ...base import COPY, flat
+from ...base import COPY, SUM, flat
 from .common import HIGHEST, LOWEST, check_gpu_dtype, fill, groups, load
+from .epilogue import Producer, bindings, epilogue_fields, store_function
 from .params import ParamBlock, u32
 
 # Threads of a reduce workgroup, each reading up to 256 of the REDUCE_SPAN reduced elements the
@@ -122,15 +124,32 @@ def _reduce_pass_kernel(op, in_dtype, shape, strides, kept, dims, out_dtype, n_o
                        groups(n_out * chunks, REDUCE_THREADS) if per_thread else n_out * chunks)
 
 
-def _reduce_source(op, in_dtype, out_dtype, picked):
+def reduce_producer(key, block):
+    """A recorded pass of a float32 sum (its pipeline's key, its parameter bytes) as an epilogue's
+    Producer, or None: the maps fused into a store compute on f32 results."""
+    _, op_name, in_name, out_name, picked, entry = key
+    if op_name != SUM.name or out_name != "float32" or picked:
+        return None
+    head = struct.unpack_from(f"<{len(REDUCE_PARAMS.scalars)}I", block)
+    fields = dict(zip((f.name for f in REDUCE_PARAMS.scalars), head))
+    arrays = 2 * (fields["reduced_ndim"] + fields["kept_ndim"]) + 1   # shapes and strides, then the offset
+    words = struct.unpack_from(f"<{len(head) + arrays}I", block)
+    in_dtype = getattr(dtypes, in_name)
+    return Producer(key, entry, words, fields["outputs"] * fields["chunks"],
+                    lambda epilogue: _reduce_source(SUM, in_dtype, dtypes.float32, False, epilogue))
+
+
+def _reduce_source(op, in_dtype, out_dtype, picked, epilogue=None):
     compute = "f32" if in_dtype.is_floating_point else "i32"
+    own = [("read_write", "out", out_dtype.stored), ("read", "x", in_dtype.stored)]
     if picked:
-        picked_binding = "@group(0) @binding(3) var<storage, read> picked: array<i32>;"
+        own.append(("read", "picked", "i32"))
         index = "let c = picked[o * params.count + k];\n        if (c < 0) { continue; }\n        let j = u32(c);"
     else:
-        picked_binding, index = "", "let j = k;"
-    return fill("reduce", REDUCE_PARAMS, includes=("workgroup",), threads=str(REDUCE_THREADS), compute=compute,
-                out_type=out_dtype.stored, in_type=in_dtype.stored, load=f"T({load(in_dtype, 'x', 'at')})",
-                lowest=LOWEST[compute], highest=HIGHEST[compute], identity=op.identity, combine=op.combine,
-                result="i32(r.index)" if op.arg else f"{out_dtype.stored}(r.value)",
-                picked_binding=picked_binding, index=index)
+        index = "let j = k;"
+    return fill("reduce", ParamBlock(*REDUCE_PARAMS.fields, *epilogue_fields(epilogue)), includes=("workgroup",),
+                threads=str(REDUCE_THREADS), compute=compute,
+                load=f"T({load(in_dtype, 'x', 'at')})", lowest=LOWEST[compute], highest=HIGHEST[compute],
+                identity=op.identity, combine=op.combine, out_type=out_dtype.stored,
+                result="i32(r.index)" if op.arg else f"{out_dtype.stored}(r.value)", index=index,
+                bindings=bindings(own, epilogue), epilogue=store_function(epilogue, out_dtype.stored))
