@@ -5,6 +5,8 @@
 //          an online softmax (running max and sum per row, the output rescaled as the max grows),
 //          out += p v. Writes out (*B, L, Ev) and each query's log-sum-exp lse (*B, L) at `lse_at`.
 // delta:   LANES threads per query: its (lse, D = rowsum(dout * out)) pair at `stats_at` (in dq's buffer).
+// weights, weights_backward: (not fused) the softmax of given raw scores and its gradient, in place, for
+//          attention that keeps its weights.
 // dkv:     a workgroup per (batch, OWN keys), over tiles of OTHER queries: p = exp(s - lse)
 //          (recomputed), ds = p (dout . v - D); dv += p dout, dk += scale ds q. Writes dk (*B, S, E),
 //          then dv (*B, S, Ev) at `dv_at`.
@@ -216,6 +218,87 @@ fn delta(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let flat = b.x * params.queries + row;
         out[params.stats_at + 2u * flat] = saved[params.lse_at + flat];
         out[params.stats_at + 2u * flat + 1u] = total;
+    }
+}
+
+// The weights entries, for attention that keeps its (L, S) weights (ops/attention.py's _KeptWeights),
+// in place on a contiguous (*B, L, S) matrix in out from offset 0's word: weights turns the raw
+// products s = q k^T into softmax(scale s + mask), 0 where masked (a row with every key masked: all 0);
+// weights_backward turns the weights' gradient dP into the scores' scale * dS = scale P (dP - D),
+// D = rowsum(P dP), P bound as q (contiguous as out). LANES threads a query, each over every LANES-th
+// key (neighbours read neighbours), passes over the row (a row is at most a few KiB: the later ones
+// read from cache), the lanes' shares combined through row_stats (2 THREADS floats); each thread
+// writes only the keys it reads, after every thread has read its row's for the row's statistics.
+fn weights_row(b: vec2<u32>, li: u32) -> u32 {
+    return params_offsets(0u) + (b.x * params.queries + b.y + li / LANES) * params.keys;
+}
+
+@compute @workgroup_size(THREADS)
+fn weights(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_index) li: u32) {
+    let b = block(wg, nwg, params.queries, THREADS / LANES);
+    let query = b.y + li / LANES;
+    let inside = (b.x < params.batch) & (query < params.queries);
+    let at = place(min(b.x, params.batch - 1u));
+    let row = weights_row(b, li);
+    let mask_at = at.mask.start + query * at.mask.row;
+    let lane0 = li - li % LANES;
+    var top = LOWEST;
+    if (inside) {
+        for (var key = li % LANES; key < params.keys; key += LANES) {
+            let s = score(query, key, params.scale * out[row + key], mask_at + key * at.mask.col);
+            top = select(max(top, s), top, is_masked(s));
+        }
+    }
+    row_stats[li] = top;
+    workgroupBarrier();
+    for (var lane = 0u; lane < LANES; lane++) {
+        top = max(top, row_stats[lane0 + lane]);
+    }
+    var total = 0.0;
+    if (inside) {
+        for (var key = li % LANES; key < params.keys; key += LANES) {
+            let s = score(query, key, params.scale * out[row + key], mask_at + key * at.mask.col);
+            total += select(exp(s - top), 0.0, is_masked(s));
+        }
+    }
+    row_stats[THREADS + li] = total;
+    workgroupBarrier();
+    total = 0.0;
+    for (var lane = 0u; lane < LANES; lane++) {
+        total += row_stats[THREADS + lane0 + lane];
+    }
+    let inverse = select(0.0, 1.0 / total, total > 0.0);
+    if (inside) {
+        for (var key = li % LANES; key < params.keys; key += LANES) {
+            let s = score(query, key, params.scale * out[row + key], mask_at + key * at.mask.col);
+            out[row + key] = select(exp(s - top) * inverse, 0.0, is_masked(s));
+        }
+    }
+}
+
+@compute @workgroup_size(THREADS)
+fn weights_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                    @builtin(local_invocation_index) li: u32) {
+    let b = block(wg, nwg, params.queries, THREADS / LANES);
+    let inside = (b.x < params.batch) & (b.y + li / LANES < params.queries);
+    let row = weights_row(b, li);
+    var total = 0.0;
+    if (inside) {
+        for (var key = li % LANES; key < params.keys; key += LANES) {
+            total = fma(q[row + key], out[row + key], total);
+        }
+    }
+    row_stats[li] = total;
+    workgroupBarrier();
+    var delta = 0.0;
+    for (var lane = li - li % LANES; lane < li - li % LANES + LANES; lane++) {
+        delta += row_stats[lane];
+    }
+    if (inside) {
+        for (var key = li % LANES; key < params.keys; key += LANES) {
+            out[row + key] = params.scale * q[row + key] * (out[row + key] - delta);
+        }
     }
 }
 

@@ -266,7 +266,7 @@ def _check_not_recording(devices):
     """step() reads whether the gradients overflowed, to skip on the host the step of an optimizer
     that cannot skip it on the device; a wg.jit recording cannot read, so say what to write instead."""
     from ..backends import get_backend
-    if "webgpu" in devices and get_backend("webgpu").runtime._recording is not None:
+    if "webgpu" in devices and get_backend("webgpu").runtime.is_recording:
         raise RuntimeError("GradScaler.step(optimizer) reads whether the gradients overflowed for an optimizer "
                            "whose step is its own (webgrad's optimizers skip theirs on the device), which a wg.jit "
                            "recording cannot: jit the forward and scaler.scale(loss).backward() (returning the "

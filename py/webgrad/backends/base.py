@@ -231,5 +231,6 @@ class Backend:
     # through (a transposed view's results then view the transpose back), others write contiguous
     attention_max_head = None   # the largest E and Ev attention() takes (None: any)
     attention_layouts = False
+    def attention_keeps_weights(self, batch, queries, keys): return False   # webgpu's kept-weights path
     def attention(self, q, k, v, mask, causal, scale, layouts=None): raise NotImplementedError
     def attention_backward(self, grad, q, k, v, saved, mask, causal, scale, layouts=None): raise NotImplementedError

@@ -2,7 +2,9 @@
 
 The fused op keeps no (L, S) matrix of scores: on the webgpu device one kernel forward and three
 backward (shaders/attention.wgsl: rowsum(dO * O), then dK and dV over key blocks, then dQ over
-query blocks), recomputing the scores from the rows' saved log-sum-exp.
+query blocks), recomputing the scores from the rows' saved log-sum-exp. On a GPU, where the weights
+fit a budget (kernels/attention.py's attention_keeps_weights), it keeps them instead (_KeptWeights):
+batched products around an in-place softmax kernel and its gradient's, with the same semantics.
 Dropout, a float mask that needs a gradient and heads larger than the device's kernel takes go
 the composed way (attention_weights, then a product), as do attention weights that a caller
 wants to see (nn.MultiheadAttention's need_weights).
@@ -15,13 +17,17 @@ from ..autograd import Function
 from .creation import arange
 from .elementwise import where
 from .loss import softmax
-from .movement import broadcast_shapes
+from .movement import broadcast_shapes, write_into
 from .half import computes_in_float32
 from .._tensor import Tensor
 
 # Where the composed path masks a score: the lowest finite float32, so a row with every key masked
 # has finite scores (its weights are then set to 0, as torch's) and no NaN reaches a gradient.
 _MASKED_SCORE = -3.4028234663852886e38
+# Whether attention keeps its weights (_KeptWeights) or runs the fused kernels (_Attention), on a backend
+# that has both (webgpu): None lets it choose (attention_keeps_weights); True or False forces one way
+# (the tests run both on one adapter, bench/attention.py compares them).
+KEEP_WEIGHTS = None
 
 
 def _strides_like(shape, like):
@@ -66,6 +72,30 @@ class _Attention(Function):
         return None if self.layouts is None else self.layouts[which]
 
 
+class _KeptWeights(Function):
+    """Attention through its weights P, kept for the backward: the batched products q k^T, turned into P
+    in place (the backend's attention_softmax: scale, mask and softmax in one pass), out = P v; backward
+    dv = P^T dout, and dout v^T turned in place into scale dS = scale P (dout v^T - rowsum(P dout v^T)),
+    dq = scale dS k, dk = scale dS^T q. Rows with every key masked have P = 0, so out and dS are 0."""
+
+    def forward(self, q, k, v, mask, causal, scale):
+        scores = q @ k.mT
+        q.backend.attention_softmax(scores._view, None if mask is None else mask._view, causal, scale)
+        self.weights, self.q, self.k, self.v, self.scale = scores, q, k, v, scale
+        out = scores @ v
+        strides = _strides_like(out.shape, q)
+        if q.backend.attention_layouts and strides != out.stride():   # out in torch's layout, as _Attention's
+            out, dense = Tensor(q.backend.empty(out.numel(), q.dtype), out.shape, q.dtype, q.device, strides), out
+            write_into(out, dense)
+        return out
+
+    def backward(self, grad):
+        weights = self.weights
+        scores_grad = grad @ self.v.mT
+        weights.backend.attention_softmax_backward(scores_grad._view, weights._view, self.scale)
+        return scores_grad @ self.k, scores_grad.mT @ self.q, weights.mT @ grad, None
+
+
 def attention_weights(query, key, attn_mask=None, is_causal=False, scale=None):
     """softmax(query key^T * scale + mask) composed of tensor ops: the (..., L, S) weights themselves.
     attn_mask: bool (True attends) or float (added), broadcast to (..., L, S). A query with every
@@ -86,6 +116,8 @@ def attention_weights(query, key, attn_mask=None, is_causal=False, scale=None):
     if allowed is None:
         return softmax(scores, -1)
     weights = softmax(where(allowed, scores, _MASKED_SCORE), -1)
+    if attn_mask is None:   # causal alone: every query attends key 0
+        return weights
     return where(allowed.any(-1, keepdim=True), weights, 0.0)
 
 
@@ -153,7 +185,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
              (largest is None or max(query.shape[-1], value.shape[-1]) <= largest))
     if fused:
         mask = None if attn_mask is None else attn_mask.expand(batch + (query.shape[-2], key.shape[-2]))
-        out = _Attention.apply(query, key, value, mask, bool(is_causal), scale)
+        kept = (query.backend.attention_keeps_weights(math.prod(batch), query.shape[-2], key.shape[-2])
+                if KEEP_WEIGHTS is None else KEEP_WEIGHTS and query.device == "webgpu")
+        out = (_KeptWeights if kept else _Attention).apply(query, key, value, mask, bool(is_causal), scale)
     else:
         from ..nn.functional import dropout   # nn.functional imports this module
         weights = attention_weights(query, key, attn_mask, is_causal, scale)

@@ -48,7 +48,7 @@ RAISED_LIMITS = ("max_storage_buffer_binding_size", "max_buffer_size", "max_stor
                  "max_compute_workgroup_size_x", "max_compute_workgroup_size_y")
 # Optional WebGPU features asked for where the adapter has them (driver.features: those granted).
 # timestamp-query: the profiler's GPU times (webgrad.profiler); shader-f16: float16 tensors (WGSL's
-# f16, kernels/common.py). The browser's driver asks for shader-f16 alone (its submit is never timed).
+# f16, kernels/common.py). Both drivers ask for both.
 OPTIONAL_FEATURES = ("timestamp-query", "shader-f16")
 # What the runtime and the kernels read of the device's limits: the raised ones and two defaults.
 REPORTED_LIMITS = RAISED_LIMITS + ("max_compute_workgroups_per_dimension", "min_storage_buffer_offset_alignment")
@@ -363,6 +363,10 @@ class Runtime:
         self.driver.sync()
 
     # ---- record and replay ----
+    @property
+    def is_recording(self):
+        return self._recording is not None
+
     def start_recording(self):
         if self._recording is not None:
             raise RuntimeError("webgrad.jit: a recording is already under way (jitted functions do not nest)")

@@ -1,10 +1,14 @@
 """The attention family (shaders/attention.wgsl): scaled dot-product attention, fused (FlashAttention-2's
 structure): one dispatch forward; three backward (delta, then dk and dv over key blocks, then dq over
-query blocks: WGSL has no float atomics to share one pass)."""
+query blocks: WGSL has no float atomics to share one pass); and, for attention that keeps its weights
+on a GPU (ops/attention.py's _KeptWeights), the softmax of its scores and that softmax's gradient, in
+place (the weights entries). kernels/attention_entries.py writes out the tiled entries."""
 import math
 from typing import NamedTuple
 
 from .... import dtypes
+from ...base import contiguous_strides
+from .attention_entries import entry_body
 from .common import check_gpu_dtype, fill, shader
 from .params import ParamBlock, f32, u32
 
@@ -45,6 +49,23 @@ SOFTWARE_ROW_ENTRIES = ("forward", "dkv", "dq")
 SOFTWARE_DELTA_LANES = 1
 
 
+# On a GPU, attention keeps its (L, S) weights (ops/attention.py's _KeptWeights: the tuned batched
+# products around the weights entries) where they take at most KEPT_WEIGHTS_BYTES: the six products run
+# dense, twice the causal work, yet faster than the fused kernels, which workgroup-memory reads and
+# occupancy bound (H100, causal, forward + backward replayed: (64, 6, 256, 64) 1.09 against 1.56 ms of
+# GPU, (8, 8, 1024, 64) 3.03 against 3.52; bench/NOTES.md). Past the budget (long sequences) the fused
+# kernels keep memory linear in L. Under KEPT_MIN_KEYS keys the fused kernels stay: launch-bound
+# there, their four dispatches were as fast as the kept path's eight ((32, 4, 64, 32): 0.078 against
+# 0.088 ms; 128 keys not measured). Software adapters (the page) keep the fused kernels. Only while
+# wg.jit records: eagerly each call allocates its (L, S) weights afresh and its dq, dk and dv pass
+# through copies that a replay fuses away (the GPT large config eagerly went 0.736 -> 0.633 of
+# PyTorch eager with the kept path on every call).
+KEPT_WEIGHTS_BYTES = 256 << 20
+KEPT_MIN_KEYS = 256
+WEIGHTS_LANES = 16   # the weights entries' threads a query (H100: 0.16 ms at (64, 6, 256, 64); 32 a query
+WEIGHTS_THREADS = 64  # in workgroups of 128, 0.23)
+
+
 def entry_blockings(entry, is_software):
     """The blockings `entry` tries, preferred first, on a software adapter or a GPU."""
     return SOFTWARE_BLOCKINGS if is_software else BLOCKINGS[entry]
@@ -56,9 +77,6 @@ ATTENTION_PARAMS = ParamBlock(
     u32("shape", "dims"), u32("q_strides", "dims"), u32("k_strides", "dims"), u32("v_strides", "dims"),
     u32("mask_strides", "dims"), u32("dout_strides", "dims"), u32("out_strides", "dims"), u32("dv_strides", "dims"),
     u32("offsets", 5))
-
-Q, K, V, DOUT = range(4)   # shaders/attention.wgsl's operand numbers
-
 
 class Tiles(NamedTuple):
     """A workgroup's blocking: `threads` threads of own_each x other_each scores each; OWN rows of its
@@ -139,6 +157,57 @@ class AttentionKernels:
         self._attention("forward", [saved, *inputs], q, k, v, mask, None, causal, scale, layouts[0], lse_at=numel)
         return saved
 
+    def attention_keeps_weights(self, batch, queries, keys):
+        """Whether attention over `batch` (queries, keys) matrices keeps its weights (KEPT_WEIGHTS_BYTES)."""
+        budget = min(KEPT_WEIGHTS_BYTES, self.runtime.max_tensor_bytes)
+        return (not self.is_software and self.runtime.is_recording and keys >= KEPT_MIN_KEYS
+                and 4 * batch * queries * keys <= budget)
+
+    def attention_softmax(self, scores, mask, causal, scale):
+        """In place, the raw products scores = q k^T (a contiguous (*B, L, S) View) become the weights
+        softmax(scores * scale + mask) (shaders/attention.wgsl's weights entry); mask: None, or bool or
+        float, as attention()'s."""
+        self._weights_entry("weights", scores, scores, mask, causal, scale)
+
+    def attention_softmax_backward(self, grad, weights, scale):
+        """In place, the weights' gradient grad (contiguous, as the weights View) becomes the raw
+        products' times scale: scale * weights * (grad - rowsum(grad * weights))."""
+        self._weights_entry("weights_backward", grad, weights, None, False, scale)
+
+    def _weights_entry(self, entry, matrix, read, mask, causal, scale):
+        """One dispatch of `entry` over View matrix (in place, its (*B, L, S) rows), reading View `read`."""
+        check_gpu_dtype(matrix.dtype, "attention of")
+        if matrix.strides != contiguous_strides(matrix.shape) or read.strides != matrix.strides:
+            raise ValueError(f"attention's {entry}: needs contiguous weights, got strides {matrix.strides}")
+        batch_shape, (queries, keys) = matrix.shape[:-2], matrix.shape[-2:]
+        batch = math.prod(batch_shape)
+        if not batch * queries * keys:
+            return
+        unread = (0,) * len(matrix.shape)
+        words = ATTENTION_PARAMS.pack(
+            batch=batch, dims=len(matrix.shape), queries=queries, keys=keys, head=0, value_head=0, scale=scale,
+            mask_kind=0 if mask is None else 1 if mask.dtype is dtypes.bool_ else 2, causal=int(causal), lse_at=0,
+            stats_at=0, dv_at=0, shape=matrix.shape, q_strides=unread, k_strides=unread, v_strides=unread,
+            mask_strides=unread if mask is None else mask.strides, dout_strides=unread, out_strides=unread,
+            dv_strides=unread, offsets=[matrix.offset, read.offset, 0, 0 if mask is None else mask.offset, 0])
+        # the template's tile constants: the weights entries use THREADS and row_stats' size alone
+        tiles = Tiles(threads=WEIGHTS_THREADS, own_each=4, other_each=4, own=4, other=4, chunk=1, xw=1, parts=1,
+                      scratch=1, stats=2 * WEIGHTS_THREADS)
+        pipeline = self.runtime.pipeline(
+            ("attention", entry, tiles, WEIGHTS_LANES),
+            lambda: _attention_source(entry, 0, 0, tiles, lanes=WEIGHTS_LANES), entry=entry,
+            bindings=("read_write",) + ("read",) * 6)
+        # matrix is bound writable, so no other binding may hold its buffer
+        other = read.storage if read is not matrix else self._unread_buffer()
+        storages = [matrix.storage, other, other, other, other if mask is None else mask.storage, other, other]
+        self.runtime.dispatch(pipeline, storages, words, batch * -(-queries // (WEIGHTS_THREADS // WEIGHTS_LANES)))
+
+    def _unread_buffer(self):
+        """A small buffer for bindings that an entry leaves unread."""
+        if getattr(self, "_unread", None) is None:
+            self._unread = self._empty((4,), dtypes.float32)
+        return self._unread
+
     def attention_backward(self, grad, q, k, v, saved, mask, causal, scale, layouts):
         batch, (queries, head), keys = math.prod(q.shape[:-2]), q.shape[-2:], k.shape[-2]
         inputs = [q.storage, k.storage, v.storage, _mask_storage(q, mask), grad.storage]
@@ -186,207 +255,6 @@ class AttentionKernels:
         self.runtime.dispatch(pipeline, storages, words, batch * -(-rows // block))
 
 
-# ---- the entry points, written out per head size (shaders/attention.wgsl says what each computes) ----
-
-
-def _operand(which):
-    """fetch()'s arguments for operand `which`: its number, its batch's start and its strides."""
-    name = ("q", "k", "v", "dout")[which]
-    return f"{which}u, at.{name}.start, vec2(at.{name}.row, at.{name}.col)"
-
-
-def _score(query, key, dot):
-    """The masked, scaled score of (query, key) from their dot product (WGSL expressions)."""
-    mask_at = f"at.mask.start + ({query}) * at.mask.row + ({key}) * at.mask.col"
-    return f"score({query}, {key}, {dot} * params.scale, {mask_at})"
-
-
-def _product(name, own, other, n4, own_rows, other_rows, tiles):
-    """name{i}{j}: own row i . tile row j of operands `own` and `other` over n4 vec4s, staged CHUNK
-    vec4s at a time; each thread fetches its share of the next chunk into registers while the
-    current one is used (only the first chunk waits for global memory; holding the next product's
-    or tile's first chunk across the tile as well measured no faster on the H100). own_rows,
-    other_rows: (first row, row count) as WGSL expressions."""
-    mine, theirs = range(tiles.own_each), range(tiles.other_each)
-    lines = [f"{name}{i}{j} = 0.0;" for i in mine for j in theirs]
-    sides = [("a", own, own_rows, "OWN", "A_AT", tiles.own), ("b", other, other_rows, "OTHER", "B_AT", tiles.other)]
-    fetches = [(f"{name}_{side}{u}", f"li + {u}u * THREADS", which, ", ".join(rows), size, at)
-               for side, which, rows, size, at, count in sides for u in range(-(-count * tiles.chunk // tiles.threads))]
-
-    def fetch(d0):
-        return [f"{reg} = fetch({i}, {_operand(which)}, {rows}, {size}, {d0}, CHUNK);"
-                for reg, i, which, rows, size, _ in fetches]
-    lines += [f"var {reg} = vec4<f32>();" for reg, *_ in fetches] + fetch("0u")
-    lines += [f"for (var d0 = 0u; d0 < {n4}u; d0 += CHUNK) {{"]
-    lines += [f"    put({i}, {at}, {size}, CHUNK, CHUNK + 1u, {reg});" for reg, i, _, _, size, at in fetches]
-    lines += ["    workgroupBarrier();", f"    if (d0 + CHUNK < {n4}u) {{"]
-    lines += ["        " + line for line in fetch("d0 + CHUNK")] + ["    }", "    for (var d = 0u; d < CHUNK; d++) {"]
-    lines += [f"        let a{i} = scratch[A_AT + (r + {i}u * RG) * (CHUNK + 1u) + d];" for i in mine]
-    lines += [f"        let b{j} = scratch[B_AT + (c + {j}u * GROUPS) * (CHUNK + 1u) + d];" for j in theirs]
-    lines += [f"        {name}{i}{j} += dot(a{i}, b{j});" for i in mine for j in theirs]
-    return lines + ["    }", "    workgroupBarrier();", "}"]
-
-
-def _tile_fetch(name, operand, other_rows, tiles):
-    """The thread's share of the whole tile of `operand` (rows other_rows, PARTS slices of XW vec4s),
-    fetched into registers tile_{name}{p}_{u} for _weights and _accumulate. Fetched before a tile's
-    products (forward, dq), its wait hides behind them (H100: forward -14%, dq the same); dkv fetches
-    each of its two tiles just before _weights (ahead of its products it measured 2% slower: more
-    registers held through both)."""
-    return [f"let tile_{name}{p}_{u} = fetch(li + {u}u * THREADS, {_operand(operand)}, {other_rows[0]}, "
-            f"{other_rows[1]}, OTHER, {p}u * XW, XW);" for p in range(tiles.parts) for u in range(_tile_shares(tiles))]
-
-
-def _tile_shares(tiles):
-    """vec4s of a tile's slice per thread."""
-    return -(-tiles.other * tiles.xw // tiles.threads)
-
-
-def _put_tile(tile, part, tiles):
-    return [f"put(li + {u}u * THREADS, X_AT, OTHER, XW, XW, tile_{tile}{part}_{u});"
-            for u in range(_tile_shares(tiles))]
-
-
-def _weights(name, tile, tiles):
-    """Shares the thread's weights name{i}{j} through workgroup memory and puts the first slice of the
-    tile that they weigh (_tile_fetch's tile_{tile}) in scratch, then waits for the workgroup."""
-    lines = [f"scratch[W_AT + (c + {j}u * GROUPS) * (OWN / 4u) + {h}u * RG + r] = "
-             f"vec4({', '.join(f'{name}{i}{j}' for i in range(4 * h, 4 * h + 4))});"
-             for j in range(tiles.other_each) for h in range(tiles.own_each // 4)]
-    return lines + _put_tile(tile, 0, tiles) + ["workgroupBarrier();"]
-
-
-def _accumulate(acc, count, tile, tiles):
-    """acc{i}_{m} += sum over the tile of weight (i, j) * the tile row j's vec4 c + m GROUPS, a staged
-    slice of the tile (_weights' first, then each next) at a time."""
-    per = tiles.xw // (tiles.other // tiles.other_each)   # a slice's vec4s a thread accumulates
-    lines = []
-    for part in range(tiles.parts):
-        mine = range(part * per, min(count, (part + 1) * per))
-        if not mine:
-            break
-        if part:
-            lines += _put_tile(tile, part, tiles) + ["workgroupBarrier();"]
-        lines += ["for (var j = 0u; j < OTHER; j++) {"]
-        lines += [f"    let w{h} = scratch[W_AT + j * (OWN / 4u) + {h}u * RG + r];" for h in range(tiles.own_each // 4)]
-        lines += [f"    let x{m} = scratch[X_AT + j * XW + c + {m - part * per}u * GROUPS];" for m in mine]
-        lines += [f"    {acc}{i}_{m} = fma(vec4(w{i // 4}[{i % 4}]), x{m}, {acc}{i}_{m});"
-                  for i in range(tiles.own_each) for m in mine]
-        lines += ["}", "workgroupBarrier();"]
-    return lines
-
-
-def _store(acc, count, rows, target, size, factor, tiles):
-    """Writes acc{i}_{m} * factor for the thread's own rows below `rows` through Operand at.{target}."""
-    lines = []
-    for i in range(tiles.own_each):
-        lines += [f"if (first + r + {i}u * RG < {rows}) {{",
-                  f"    let base = at.{target}.start + (first + r + {i}u * RG) * at.{target}.row;"]
-        lines += [f"    put4(base, {size}, c + {m}u * GROUPS, {acc}{i}_{m} * {factor});" for m in range(count)]
-        lines += ["}"]
-    return lines
-
-
-def _declare(tiles, *names, count=0):
-    """Scalars name{i}{j} (count 0) or vec4 accumulators name{i}_{m}, m < count."""
-    mine = range(tiles.own_each)
-    if not count:
-        return [f"var {n}{i}{j} = 0.0;" for n in names for i in mine for j in range(tiles.other_each)]
-    return [f"var {n}{i}_{m} = vec4<f32>();" for n in names for i in mine for m in range(count)]
-
-
-def _tree(op, terms):
-    """terms combined pairwise, as a balanced tree (op: 'max' or 'add'), a WGSL expression."""
-    while len(terms) > 1:
-        pairs = [terms[n:n + 2] for n in range(0, len(terms), 2)]
-        terms = [(f"max({p[0]}, {p[1]})" if op == "max" else f"({p[0]} + {p[1]})") if len(p) == 2 else p[0]
-                 for p in pairs]
-    return terms[0]
-
-
-def _entry_body(entry, nq, nv, tiles):
-    mq, mv = (-(-n // (tiles.other // tiles.other_each)) for n in (nq, nv))
-    mine, theirs = range(tiles.own_each), range(tiles.other_each)
-    own_row = [f"first + r + {i}u * RG" for i in mine]
-    tile_row = [f"start + c + {j}u * GROUPS" for j in theirs]
-    rows = "params.keys" if entry == "dkv" else "params.queries"
-    body = [f"let b = block(wg, nwg, {rows}, OWN);",
-            "if (b.x >= params.batch) {", "    return;", "}",
-            "let at = place(b.x);", "let first = b.y;", "let r = li / GROUPS;", "let c = li % GROUPS;"]
-    if entry == "forward":
-        keys, own = ("start", "params.keys"), ("first", "params.queries")
-        body += _declare(tiles, "s", "p") + _declare(tiles, "a", count=mv)
-        body += [f"var top{i} = LOWEST;" for i in mine] + [f"var total{i} = 0.0;" for i in mine]
-        body += ["for (var start = 0u; start < keys_end(first); start += OTHER) {"]
-        loop = _tile_fetch("v", V, keys, tiles) + _product("s", Q, K, nq, own, keys, tiles)
-        loop += [f"s{i}{j} = {_score(own_row[i], tile_row[j], f's{i}{j}')};" for i in mine for j in theirs]
-        for i in mine:   # the tile's max of the thread's part of row i, shared with the row's threads
-            unmasked = [f"select(LOWEST, s{i}{j}, !is_masked(s{i}{j}))" for j in theirs]
-            loop += [f"row_stats[(r + {i}u * RG) * GROUPS + c] = {_tree('max', unmasked)};"]
-        loop += ["workgroupBarrier();"]
-        for i in mine:
-            loop += [f"let top_{i} = row_max(r + {i}u * RG, top{i});",
-                     f"let rescale{i} = exp(top{i} - top_{i});", f"top{i} = top_{i};"]
-            loop += [f"a{i}_{m} *= rescale{i};" for m in range(mv)]
-            loop += [f"p{i}{j} = select(0.0, exp(s{i}{j} - top{i}), !is_masked(s{i}{j}));" for j in theirs]
-            loop += [f"total{i} = total{i} * rescale{i} + {_tree('add', [f'p{i}{j}' for j in theirs])};"]
-        loop += _weights("p", "v", tiles) + _accumulate("a", mv, "v", tiles)
-        body += ["    " + line for line in loop] + ["}"]
-        body += [f"row_stats[(r + {i}u * RG) * GROUPS + c] = total{i};" for i in mine] + ["workgroupBarrier();"]
-        body += [f"let sum{i} = row_total(r + {i}u * RG);" for i in mine]
-        body += [f"let inverse{i} = select(0.0, 1.0 / sum{i}, sum{i} > 0.0);" for i in mine]
-        for i in mine:
-            body += [f"a{i}_{m} *= inverse{i};" for m in range(mv)]
-        body += _store("a", mv, "params.queries", "out", "params.value_head", "1.0", tiles)
-        for i in mine:
-            body += [f"if (c == 0u && {own_row[i]} < params.queries) {{",
-                     f"    out[params.lse_at + at.batch * params.queries + {own_row[i]}] = "
-                     f"select(f32_from_bits(MASKED), top{i} + log(sum{i}), sum{i} > 0.0);", "}"]
-    elif entry == "dq":
-        keys, own = ("start", "params.keys"), ("first", "params.queries")
-        body += _declare(tiles, "s", "dp") + _declare(tiles, "a", count=mq)
-        for i in mine:   # the rows' (lse, D) from the delta pass, in this kernel's own buffer
-            body += [f"let stat{i} = at.batch * params.queries + min({own_row[i]}, params.queries - 1u);",
-                     f"let lse{i} = out[params.stats_at + 2u * stat{i}];",
-                     f"let delta{i} = out[params.stats_at + 2u * stat{i} + 1u];"]
-        body += ["for (var start = 0u; start < keys_end(first); start += OTHER) {"]
-        loop = _tile_fetch("k", K, keys, tiles) + _product("s", Q, K, nq, own, keys, tiles)
-        loop += _product("dp", DOUT, V, nv, own, keys, tiles)
-        for i in mine:
-            for j in theirs:
-                loop += [f"s{i}{j} = {_score(own_row[i], tile_row[j], f's{i}{j}')};",
-                         f"s{i}{j} = select(0.0, exp(s{i}{j} - lse{i}) * (dp{i}{j} - delta{i}), !is_masked(s{i}{j}));"]
-        loop += _weights("s", "k", tiles) + _accumulate("a", mq, "k", tiles)
-        body += ["    " + line for line in loop] + ["}"]
-        body += _store("a", mq, "params.queries", "out", "params.head", "params.scale", tiles)
-    else:
-        queries, own = ("start", "params.queries"), ("first", "params.keys")
-        body += _declare(tiles, "s", "dp") + _declare(tiles, "dk", count=mq) + _declare(tiles, "dv", count=mv)
-        body += ["// causal: the queries before the workgroup's first key attend none of its keys",
-                 "for (var start = select(0u, first, params.causal == 1u); start < params.queries; start += OTHER) {"]
-        loop = ["for (var j = li; j < OTHER; j += THREADS) {   // the tile's (lse, D) (past the end: masked)",
-                "    let query = at.batch * params.queries + min(start + j, params.queries - 1u);",
-                "    row_stats[2u * j] = saved[params.stats_at + 2u * query];",
-                "    row_stats[2u * j + 1u] = saved[params.stats_at + 2u * query + 1u];",
-                "}"]
-        loop += _product("s", K, Q, nq, own, queries, tiles) + _product("dp", V, DOUT, nv, own, queries, tiles)
-        for j in theirs:
-            loop += [f"let lse{j} = row_stats[2u * (c + {j}u * GROUPS)];",
-                     f"let delta{j} = row_stats[2u * (c + {j}u * GROUPS) + 1u];"]
-            for i in mine:
-                loop += [f"s{i}{j} = {_score(tile_row[j], own_row[i], f's{i}{j}')};",
-                         f"s{i}{j} = select(0.0, exp(s{i}{j} - lse{j}), !is_masked(s{i}{j}));",
-                         f"dp{i}{j} = s{i}{j} * (dp{i}{j} - delta{j});"]
-        loop += _tile_fetch("dout", DOUT, queries, tiles) + _weights("s", "dout", tiles)
-        loop += _accumulate("dv", mv, "dout", tiles)
-        loop += _tile_fetch("q", Q, queries, tiles) + _weights("dp", "q", tiles)
-        loop += _accumulate("dk", mq, "q", tiles)
-        body += ["    " + line for line in loop] + ["}"]
-        body += _store("dk", mq, "params.keys", "out", "params.head", "params.scale", tiles)
-        body += _store("dv", mv, "params.keys", "dv", "params.value_head", "1.0", tiles)
-    return body
-
-
 def _attention_source(entry, nq, nv, tiles, rows_entry=False, lanes=DELTA_LANES):
     """shaders/attention.wgsl with the entry point `entry` written out for heads of nq (q, k) and nv
     (v) vec4s, blocked as `tiles`; rows_entry: shaders/attention_rows.wgsl's instead (a thread per row);
@@ -394,11 +262,11 @@ def _attention_source(entry, nq, nv, tiles, rows_entry=False, lanes=DELTA_LANES)
     entries = ""
     if rows_entry:
         entries = shader("attention_rows").replace("{{row_head}}", str(ATTENTION_MAX_HEAD))
-    elif entry != "delta":
+    elif entry in ("forward", "dkv", "dq"):   # (delta and the weights entries are written in the shader)
         head = ["@compute @workgroup_size(THREADS)",
                 f"fn {entry}(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,",
                 "        @builtin(local_invocation_index) li: u32) {"]
-        entries = "\n".join(head + ["    " + line for line in _entry_body(entry, nq, nv, tiles)] + ["}"])
+        entries = "\n".join(head + ["    " + line for line in entry_body(entry, nq, nv, tiles)] + ["}"])
     slots = {name: str(value) for name, value in tiles._asdict().items()}
     return fill("attention", ATTENTION_PARAMS, entries=entries, lanes=str(lanes), **slots)
 
