@@ -82,6 +82,11 @@ def printed_json(page, source, marker, timeout_s=45):
     return json.loads(out.split(marker, 1)[1].strip().splitlines()[0])
 
 
+def offers_timestamps(page):
+    """Whether the page's WebGPU adapter offers "timestamp-query", asked apart from webgrad."""
+    return page.evaluate("navigator.gpu.requestAdapter().then((a) => a.features.has('timestamp-query'))")
+
+
 def wait_for_text(page, testid, pattern, timeout_s, seed):
     """Waits until the text of the element with that data-testid matches the regular expression
     pattern or names an error, and fails (naming the test's random seed) unless it matches, and,

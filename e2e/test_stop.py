@@ -131,6 +131,42 @@ def test_after_a_script_error_play_trains_the_model_drawn_and_run_counts_its_ste
     assert "step 300:" in page.text_content("[data-testid=output]")
 
 
+# The controls' script's batches, each read slowly in Python (as a loader from files would): a
+# chunk of Play spends nearly all its time inside this generator.
+SLOW_BATCHES = """def batches():
+    while True:  # epoch after epoch
+        for batch in loader:
+            ready_at = time.perf_counter() + 0.3
+            while time.perf_counter() < ready_at:
+                pass
+            yield batch
+"""
+
+
+def test_stop_during_play_leaves_the_scripts_batch_generator_working(page, open_playground):
+    """Stop lands where Play's Python waits for the GPU, not at any bytecode of it: an interrupt
+    inside the script's batch generator would end that generator for good (Python ends a generator
+    that an exception leaves), and every step after it would raise StopIteration."""
+    open_playground("#dataset=xor")
+    script = code_text(page)
+    slow = ("import time\n" + script.replace('def batches():\n    while True:  # epoch after epoch\n'
+                                               '        yield from loader\n', SLOW_BATCHES)
+            .replace("range(1, 301)", "range(1, 2)"))   # Run's main block: one step
+    assert SLOW_BATCHES in slow and "range(1, 2)" in slow
+    run(page, slow)
+    wait_for(page, f"{STATUS}.startsWith('Your script ran')", 30)
+    for stops in range(4):   # each Stop most likely comes while the generator reads a batch
+        before = steps(page)
+        page.click("[data-testid=train]")
+        wait_for(page, f"Number(document.querySelector('[data-testid=step-count]').textContent) > {before}"
+                       f" || /^(Error|Paused)/.test({STATUS})", 30)
+        assert status(page) == "Training…", (stops, status(page), page.text_content("[data-testid=output]"))
+        if stops < 3:
+            page.wait_for_timeout(400)
+            assert stop(page) < 2
+            assert status(page).startswith("Stopped at step"), status(page)
+
+
 def test_stop_in_the_mnist_tab(page, site_url, screenshot):
     page.set_viewport_size({"width": 1440, "height": 900})
     page.goto(site_url + "#view=mnist&model=mlp&test=1000")

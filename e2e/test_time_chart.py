@@ -12,7 +12,7 @@ import re
 import pytest
 
 from e2e.browser import code_text, wait_for
-from e2e.conftest import guarded_page, pause, printed_json, text, wait_for_text
+from e2e.conftest import guarded_page, offers_timestamps, pause, printed_json, text, wait_for_text
 
 SEED = random.randrange(100000)
 
@@ -44,7 +44,7 @@ def panel(page, prefix):
 
 def check(shown, oracle):
     """The panel as shown against the oracle: {calls: {family: dispatches over the steps profiled},
-    steps, timestamps: whether it measured GPU timestamps}."""
+    steps, timestamps: whether it measured GPU timestamps, offered: whether the adapter offers them}."""
     families, steps = shown["families"], shown["last"] - shown["first"] + 1
     assert steps == oracle["steps"], (shown, oracle)
     assert families.keys() == oracle["calls"].keys(), (shown, oracle)
@@ -57,8 +57,13 @@ def check(shown, oracle):
     assert times == sorted(times, reverse=True), shown   # the most time first
     note = shown["note"]
     assert f"{round(shown['dispatches'])} dispatches a step" in note and f"steps {shown['first']}–{shown['last']}" in note, note
+    total = float(re.search(r"([\d.]+) ms in all", note)[1])   # as the panel rounds it
+    assert math.isclose(sum(times), total, abs_tol=0.5 if total >= 10 else 0.05 if total >= 1 else 0.005), (note, times)
+    assert oracle["timestamps"] == oracle["offered"], oracle
     said = "with GPU timestamps" if oracle["timestamps"] else "without GPU timestamps"
     assert said in shown["measure"], shown["measure"]
+    if oracle["timestamps"]:   # SwiftShader's timestamps are not rounded: the panel must not say so
+        assert "rounds the timestamps" not in shown["measure"], shown["measure"]
 
 
 def fits_a_phone(page):
@@ -81,7 +86,7 @@ with wg.profiler.profile() as prof:
 calls = {{row.key: row.count for row in prof.key_averages(group_by="family")}}
 print("ORACLE", json.dumps({{"calls": calls, "steps": {steps}, "timestamps": prof.measure == wg.profiler.TIMESTAMPS}}))
 """
-    return printed_json(page, source, "ORACLE")
+    return {**printed_json(page, source, "ORACLE"), "offered": offers_timestamps(page)}
 
 
 def test_the_toy_profiles_itself_after_its_first_steps(page):
@@ -131,3 +136,31 @@ def test_mnist_profiles_the_next_steps_when_asked(page):
     page.click("[data-testid=tab-mnist]")
     check(shown, answer)
     assert fits_a_phone(page)
+
+
+def test_timestamps_rounded_by_the_browser_are_told_apart(page):
+    """The panel says when the browser rounds GPU timestamps (Chrome does, to about 100 us, unless
+    its WebGPU Developer Features flag is on): step_profile.rounding_us on a profile's own times
+    (not rounded here) and on those times as such a browser would give them, each dispatch's begin
+    and end rounded down to a step drawn afresh."""
+    step_ns = random.randrange(50_000, 150_000)
+    source = f"""
+import json, random, types
+import webgrad as wg
+import step_profile
+x = wg.randn(64, 32, device="webgpu")
+with wg.profiler.profile() as prof:
+    for _ in range(3):
+        (x @ x.T).relu().sum().item()
+def rounded(event, start):
+    return event._replace(ns=(start + event.ns) // {step_ns} * {step_ns} - start // {step_ns} * {step_ns})
+coarse = [rounded(e, random.randrange(10**9)) for e in prof.events]
+print("ROUNDING", json.dumps([prof.measure == wg.profiler.TIMESTAMPS, step_profile.rounding_us(prof),
+                              step_profile.rounding_us(types.SimpleNamespace(events=coarse))]))
+"""
+    page.click("[data-testid=tab-playground]")
+    timestamps, exact, coarse = printed_json(page, source, "ROUNDING")
+    assert coarse == 0 or round(coarse * 1000) % step_ns == 0, (coarse, step_ns)
+    assert timestamps == offers_timestamps(page)
+    if timestamps:   # wall times are never asked whether they were rounded
+        assert exact is None, exact

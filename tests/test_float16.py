@@ -181,9 +181,9 @@ def test_jit_replays_float16_steps_as_eager(device):
 def test_browser_driver_asks_for_shader_f16(browser_driver, granted):
     from runtime_fakes import FakeBridge
     fake = FakeDriver()
-    fake.features = frozenset(granted + ("timestamp-query",))   # its submit is never timed: not asked for
+    fake.features = frozenset(granted + ("timestamp-query",))   # the profiler's, asked for too
     driver = browser_driver(FakeBridge(fake))
-    assert driver.features == frozenset(granted)
+    assert driver.features == frozenset(granted + ("timestamp-query",))
 
 
 def test_refused_where_the_adapter_lacks_shader_f16():

@@ -5,7 +5,7 @@
 //
 // Python crosses into JS with few, coarse calls: one per buffer upload or readback, one per
 // pipeline, and ONE per submit, carrying a params blob (Uint8Array) for the arena and a flat
-// Int32Array of records (see submit).
+// Int32Array of records (see submit); a timed submit (submitTimed, webgrad.profiler's) is one too.
 // Every kernel binds @binding(0) to one params block of the arena, chosen per dispatch with a
 // dynamic offset; storage buffers follow at @binding(1), @binding(2), ...
 
@@ -216,14 +216,28 @@ export class Bridge {
   // groups are made at once either way (a layout needs no compiled pipeline): a wait that Stop ends
   // leaves them made, as the runtime counts on.
   submit(params, records, groupsEnd) {
+    return this.afterCompiles(records, groupsEnd, () => this.encode(params, records, groupsEnd));
+  }
+
+  // submit's work timed (webgrad.profiler's, on a device granted "timestamp-query"): each dispatch in
+  // a compute pass of its own that writes a timestamp as it begins and ends. Returns a promise of
+  // those timestamps (a BigUint64Array of nanoseconds, begin and end per dispatch), read back once
+  // the work is done.
+  async submitTimed(params, records, groupsEnd) {
+    await this.afterCompiles(records, groupsEnd, () => null);
+    return this.encodeTimed(params, records, groupsEnd);
+  }
+
+  // Makes submit's bind groups, then run(), at once or (a promise) once the kernels it runs compiled.
+  afterCompiles(records, groupsEnd, run) {
     this.makeBindGroups(records, groupsEnd);
     const compiling = new Set();
     for (let i = groupsEnd; i < records.length; i += 6) {
       const pending = this.pipelines.get(records[i]).compiling;
       if (pending) compiling.add(pending);
     }
-    if (compiling.size) return this.interruptible(Promise.all(compiling)).then(() => this.encode(params, records, groupsEnd));
-    this.encode(params, records, groupsEnd);
+    if (compiling.size) return this.interruptible(Promise.all(compiling)).then(run);
+    return run();
   }
 
   encode(params, records, groupsEnd) {
@@ -231,8 +245,41 @@ export class Bridge {
     this.device.queue.writeBuffer(this.arena, 0, params);
     const encoder = this.device.createCommandEncoder();
     const pass = encoder.beginComputePass();
+    this.encodeDispatches(pass, records, groupsEnd, records.length);
+    pass.end();
+    this.device.queue.submit([encoder.finish()]);
+  }
+
+  async encodeTimed(params, records, groupsEnd) {
+    this.check();
+    this.device.queue.writeBuffer(this.arena, 0, params);
+    const count = (records.length - groupsEnd) / 3;   // two timestamps a dispatch
+    const querySet = this.device.createQuerySet({ type: 'timestamp', count });
+    const resolved = this.device.createBuffer({ size: 8 * count, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+    const readback = this.device.createBuffer({ size: 8 * count, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const encoder = this.device.createCommandEncoder();
+    for (let i = groupsEnd, query = 0; i < records.length; i += 6, query += 2) {
+      const pass = encoder.beginComputePass({
+        timestampWrites: { querySet, beginningOfPassWriteIndex: query, endOfPassWriteIndex: query + 1 },
+      });
+      this.encodeDispatches(pass, records, i, i + 6);
+      pass.end();
+    }
+    encoder.resolveQuerySet(querySet, 0, count, resolved, 0);
+    encoder.copyBufferToBuffer(resolved, 0, readback, 0, 8 * count);
+    this.device.queue.submit([encoder.finish()]);
+    try {
+      await this.interruptible(readback.mapAsync(GPUMapMode.READ));
+      return new BigUint64Array(readback.getMappedRange().slice(0));
+    } finally {
+      for (const done of [querySet, resolved, readback]) done.destroy();
+    }
+  }
+
+  // The dispatches of records[from, to) into pass, the pipeline set once for a run of one kernel.
+  encodeDispatches(pass, records, from, to) {
     let current = null;
-    for (let i = groupsEnd; i < records.length; i += 6) {
+    for (let i = from; i < to; i += 6) {
       const pipeline = records[i];
       if (pipeline !== current) {   // a run of one kernel (a common case) sets it once
         pass.setPipeline(this.pipelines.get(pipeline).pipeline);
@@ -241,8 +288,6 @@ export class Bridge {
       pass.setBindGroup(0, this.groups.get(records[i + 1]), [records[i + 2]]);
       pass.dispatchWorkgroups(records[i + 3], records[i + 4], records[i + 5]);
     }
-    pass.end();
-    this.device.queue.submit([encoder.finish()]);
   }
 
   // submit's first part alone: what a submit of work compiled ahead and never run leaves made.

@@ -71,16 +71,27 @@ export function timeChart(prefix, post, trains, training) {
     say(`Profiled ${steps}: ${Math.round(profile.dispatches)} dispatches a step, ${ms(total)} ms in all.`);
     bars.replaceChildren(...families.map((family) => bar(family, total)));
     for (const key of SHOWN) bars.dataset[key] = profile[key];
-    measure.textContent = profile.timestamps
-      ? 'Measured with GPU timestamps: each kernel’s own time on the GPU, every dispatch in a compute pass of its '
-        + 'own.'
-      : 'Measured without GPU timestamps (this page’s WebGPU driver reads none): each dispatch was sent alone and '
-        + 'waited for, so every bar includes that wait, small kernels look bigger than they are, and the total is '
-        + 'more than a step takes in normal training.';
+    measure.textContent = measured(profile);
   }
 
   fresh();
   return { ready: () => { button.disabled = false; }, fresh, show };
+}
+
+// The panel's statement of what was measured (step_profile.py's profile says how).
+function measured({ timestamps, rounding_us: rounding }) {
+  if (!timestamps) {
+    return 'Measured without GPU timestamps (this browser’s WebGPU offers none): each dispatch was sent alone and '
+      + 'waited for, so every bar includes that wait, small kernels look bigger than they are, and the total is '
+      + 'more than a step takes in normal training.';
+  }
+  const own = 'Measured with GPU timestamps: each kernel’s own time on the GPU, every dispatch in a compute pass of '
+    + 'its own';
+  if (rounding === null) return `${own}.`;
+  const steps = rounding > 0 ? `steps of ${rounding.toFixed(1)} µs` : 'steps longer than any kernel here took';
+  return `${own}, but this browser rounds the timestamps to ${steps} (Chrome does so against timing `
+    + 'attacks, unless chrome://flags/#enable-webgpu-developer-features is on). A kernel shorter than a step reads '
+    + 'as none or a whole step, so the bars are rough, and a family of short kernels can read 0.';
 }
 
 // A family's row: name, a bar as long as its share of the step, and its ms a step and share.

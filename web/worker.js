@@ -41,8 +41,8 @@
 // (worker_views.js does the MNIST and language-model views' part.)
 import { loadPyodide } from './pyodide/pyodide.mjs';
 import { Bridge, describe, findAdapter } from './bridge.js';
-import { call, ChunkedLoop, fetchOk, post, PROFILE_STEPS, serial, showMemory, startRun, StepProfiler, stop, watchMemory,
-         watchProfiles } from './worker_python.js';
+import { call, ChunkedLoop, fetchOk, post, PROFILE_STEPS, serial, showMemory, startRun, StepProfiler, stop,
+         watchInterrupt, watchMemory, watchProfiles } from './worker_python.js';
 import { CORPORA, startViews, viewLoops, viewMessage, viewsStopped } from './worker_views.js';
 
 const status = (text) => post('status', { text });
@@ -58,10 +58,16 @@ let source = '';        // the script the session came from; Reset runs it again
 let countingSteps = null;  // the Python function below that makes a Session (see PAGE_PYTHON)
 let warmUp = null;         // PAGE_PYTHON's warm_up
 
-// The toy's Python calls: an error stops Play and shows under the code.
+// The toy's Python calls: an error stops Play and shows under the code (after Play's end, whose
+// 'state' would say 'Paused' over it).
+let playFailed = null;
 const toyTask = (task, runsScript = false) => serial(task, (e) => {
-  playLoop.stop();
-  post('error', { text: e.message });
+  if (playLoop.running) {
+    playLoop.stop();
+    playFailed = e.message;
+  } else {
+    post('error', { text: e.message });
+  }
 }, runsScript);
 const playLoop = new ChunkedLoop(toyTask);
 const toyProfiler = new StepProfiler('');
@@ -183,7 +189,7 @@ async function start() {
     post('no-webgpu', { reason: e.message });
     return;
   }
-  if (interrupt) pyodide.setInterruptBuffer(interrupt);
+  watchInterrupt(pyodide, interrupt);
   py = pyodide;
   startViews(py);
   post('ready', { ...JSON.parse(info), loadMs: performance.now() - t0 });
@@ -238,6 +244,8 @@ async function play() {
     return Math.max(1, Math.min(512, Math.round(Math.max(2 * frameMs, 60) / stepMs)));
   });
   if (latest) post('state', { playing: false });
+  if (playFailed) post('error', { text: playFailed });
+  playFailed = null;
 }
 
 const toyMessages = {
@@ -281,7 +289,7 @@ async function stopEverything() {
 onmessage = ({ data: msg }) => {
   if (msg.type === 'interrupt') {   // the page's first message, usually before Python is ready
     interrupt = msg.buffer;
-    py?.setInterruptBuffer(interrupt);
+    watchInterrupt(null, interrupt);
     if (bridge) bridge.interrupt = interrupt;
     return;
   }

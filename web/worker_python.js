@@ -1,12 +1,16 @@
 // The worker's way into Python, shared by the toy playground (worker.js) and the views that train to
 // a plan (worker_views.js): one queue of tasks, training loops in chunks of it, and Stop.
 //
-// Stop: the page writes SIGINT into a shared byte that Pyodide polls while Python runs (its interrupt
-// buffer), so the running call raises KeyboardInterrupt, and sends 'stop'; stop() then ends the loops,
-// drops the tasks queued before it and, once the running task has ended, answers 'stopped'. A task
-// that never ends (an await that never resolves, a loop that swallows the interrupt) gets no answer out:
-// the page ends this worker and starts another. Waits for the GPU give up when the byte is set
-// (bridge.js), and browser.py raises KeyboardInterrupt there, so that the interrupt reaches them too.
+// Stop: the page writes SIGINT into a shared byte and sends 'stop'; stop() then ends the loops, drops
+// the tasks queued before it and, once the running task has ended, answers 'stopped'. The running task
+// hears the byte at its next wait for the GPU, which gives up (bridge.js) and raises KeyboardInterrupt
+// (browser.py). A task that runs a code panel's script (Run) hears it anywhere in Python too: Pyodide polls
+// the byte (its interrupt buffer) while that task runs, as an endless loop there may never wait for
+// the GPU. Nowhere else (training, evaluations, frames): an interrupt at any bytecode can land inside
+// a generator, which Python then ends for good (a trainer's batches: its next step raised
+// StopIteration), or halfway through the runtime's bookkeeping; at a GPU wait neither is under way.
+// A task that never ends (an await that never resolves, a loop that swallows the interrupt or waits
+// for no GPU) gets no answer out: the page ends this worker and starts another.
 
 export const post = (type, data = {}, transfer = []) => postMessage({ type, ...data }, transfer);
 
@@ -24,6 +28,14 @@ let epoch = 0;            // Stops so far: a task queued before a Stop does not 
 const runs = new Set();   // training runs under way (each queues chunk after chunk)
 let busyShown = false;
 let interruptedAt = null; // where the last interrupt landed in a Run's script: {panel, where}
+let python = null;        // Pyodide, once it is ready, and Stop's shared byte: see the top
+let interruptByte = null;
+
+// Pyodide and Stop's byte (each once it exists, in either order).
+export function watchInterrupt(pyodide, byte) {
+  python = pyodide ?? python;
+  interruptByte = byte ?? interruptByte;
+}
 
 // The page enables its Stop buttons while the worker has something to stop.
 function showBusy() {
@@ -32,14 +44,23 @@ function showBusy() {
 }
 
 // Queues task; an error it throws goes to onError, except Stop's interrupt, which ends it quietly
-// (and, for a task that runs the user's script, says where in the script it landed). A task in the
-// background (work done ahead, such as compiling kernels) does not make the page busy.
+// (and, for a task that runs the user's script, says where in the script it landed: only such a task
+// is interrupted anywhere in Python, see the top). A task in the background (work done ahead, such as
+// compiling kernels) does not make the page busy.
 export function serial(task, onError, runsScript = false, background = false) {
   const at = epoch;
   const counted = background ? 0 : 1;
   pending += counted;
   showBusy();
-  queue = queue.then(() => at === epoch && task()).catch((e) => {
+  queue = queue.then(async () => {
+    if (at !== epoch) return;
+    python?.setInterruptBuffer(runsScript ? interruptByte : undefined);
+    try {
+      await task();
+    } finally {
+      python?.setInterruptBuffer(undefined);
+    }
+  }).catch((e) => {
     if (isInterrupt(e)) interruptedAt = runsScript ? scriptLine(e.message) : null;
     else onError(e);
   }).finally(() => {

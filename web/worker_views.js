@@ -14,7 +14,8 @@ const lastLine = (e) => e.message.trim().split('\n').at(-1);
 // A view's training: Train runs its trainer's steps in chunks of about 0.3 s until the plan's step
 // count, each chunk followed by a `<name>-progress` message; the model is evaluated every few seconds
 // (at most a ninth of the time) and when training stops, so that what the view shows is the model's.
-// Its Python calls go through task(): an error stops training and shows in the view as its last line.
+// Its Python calls go through task(): an error stops training and shows in the view as its last line
+// (after the run's end, whose '<name>-state' would say 'Paused' over it).
 // A view subclasses it with trainer() (a Python object with .steps and .step(count)) and evaluation()
 // (which posts what the view shows). A chunk that its profiler takes is a few steps, profiled: their
 // progress carries no speed (stepMs null), and the next chunk's size stays.
@@ -24,9 +25,14 @@ class PlannedTraining {
     this.plan = 0;             // the step count that Train stops at
     this.evaluatedAt = -1;     // the step count of the evaluation shown
     this.evalMs = 0;           // how long the last one took
+    this.failed = null;        // the error that ended the running Train run, said once it has ended
     this.task = (fn, runsScript = false) => serial(fn, (e) => {
-      this.loop.stop();
-      post(`${name}-error`, { text: lastLine(e) });
+      if (this.loop.running) {
+        this.loop.stop();
+        this.failed = lastLine(e);
+      } else {
+        post(`${name}-error`, { text: lastLine(e) });
+      }
     }, runsScript);
     this.loop = new ChunkedLoop(this.task);
     this.profiler = new StepProfiler(`${name}-`);
@@ -92,6 +98,8 @@ class PlannedTraining {
       if (!this.loop.aborted) await this.task(() => this.finish());   // a Stop wants nothing more
       this.state(false);
     }
+    if (this.failed) post(`${this.name}-error`, { text: this.failed });
+    this.failed = null;
   }
 }
 

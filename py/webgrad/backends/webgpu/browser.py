@@ -19,11 +19,7 @@ from pyodide.ffi import JsException, run_sync, to_js
 
 import webgrad_bridge
 
-from .runtime import PARAMS_BYTES, RAISED_LIMITS, REPORTED_LIMITS, DeviceLost
-
-# The runtime's OPTIONAL_FEATURES this driver asks for where the adapter has them: not
-# timestamp-query, as its submit is never timed.
-BROWSER_FEATURES = ("shader-f16",)
+from .runtime import OPTIONAL_FEATURES, PARAMS_BYTES, RAISED_LIMITS, REPORTED_LIMITS, DeviceLost
 
 _LOST = "device-lost: "   # how bridge.js starts every error once the device is lost
 _INTERRUPTED = "KeyboardInterrupt: "   # how bridge.js starts a GPU wait that the page's Stop ended
@@ -69,7 +65,7 @@ class BrowserDriver:
     def __init__(self):
         self._bridge = webgrad_bridge.bridge
         raised, reported = ([_js_name(k) for k in names] for names in (RAISED_LIMITS, REPORTED_LIMITS))
-        init = json.loads(_await(self._bridge.init, to_js(raised), to_js(reported), to_js(list(BROWSER_FEATURES))))
+        init = json.loads(_await(self._bridge.init, to_js(raised), to_js(reported), to_js(list(OPTIONAL_FEATURES))))
         self.info = init["info"]
         self.features = frozenset(init["features"])
         self.limits = {k: init["limits"][_js_name(k)] for k in REPORTED_LIMITS}
@@ -109,7 +105,7 @@ class BrowserDriver:
     def forget_bind_groups(self):
         self._bridge.forgetBindGroups()
 
-    def submit(self, params, new_bind_groups, dispatches):
+    def submit(self, params, new_bind_groups, dispatches, timed=False):
         # records: [id, pipeline, n, buffer handle × n] per new bind group, then from `groups_end`
         # [pipeline, bind group, params offset, x, y, z] per dispatch
         records = array.array("i")
@@ -120,10 +116,15 @@ class BrowserDriver:
             records.extend((pipeline, group, params_offset, x, y, z))
         if self.compiling_ahead:   # the kernels compile on; the work is dropped (its bind groups are made)
             _call(self._bridge.makeBindGroups, to_js(records), groups_end)
-            return
-        compiling = _call(self._bridge.submit, to_js(memoryview(params)), to_js(records), groups_end)
+            return None
+        args = to_js(memoryview(params)), to_js(records), groups_end
+        if timed:   # the timestamps as each dispatch began and ended, read back when it is done
+            stamps = memoryview(_await(self._bridge.submitTimed, *args).to_bytes()).cast("Q")
+            return [stamps[2 * i + 1] - stamps[2 * i] for i in range(len(dispatches))]
+        compiling = _call(self._bridge.submit, *args)
         if compiling is not None:   # kernels it runs are still compiling: it submits once they are
             _await(lambda: compiling)
+        return None
 
     def sync(self):
         _await(self._bridge.sync)
