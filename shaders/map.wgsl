@@ -53,6 +53,30 @@ fn pow_f(a: f32, b: f32) -> f32 {
     return select(r, -r, fract(b * 0.5) != 0.0);
 }
 
+fn fmod_f(a: f32, b: f32) -> f32 {
+    // C's fmod, as NumPy's on the cpu device: WGSL's float % is a - b * trunc(a / b) with the product
+    // rounded, so 1 % 0.1 gives 0, not 0.09999998. Here each step takes q b off exactly (split
+    // Dekker-style into p + e; one step per 24 bits of the quotient, exact below 2^24), and a
+    // remainder left on the wrong side of zero steps back by |b|.
+    if (b == 0.0 || a != a || b != b || abs(a) > 3.40282346e38) { return f32_from_bits(0x7fc00000u); }
+    let split_b = 4097.0 * b;
+    let b_hi = split_b - (split_b - b);
+    let b_lo = b - b_hi;
+    var r = a;
+    for (var i = 0; i < 12; i++) {
+        let q = trunc(r / b);
+        if (q == 0.0) { break; }
+        let split_q = 4097.0 * q;
+        let q_hi = split_q - (split_q - q);
+        let q_lo = q - q_hi;
+        let p = q * b;
+        let e = ((q_hi * b_hi - p) + q_hi * b_lo + q_lo * b_hi) + q_lo * b_lo;
+        r = (r - p) - e;
+    }
+    if (r != 0.0 && (r < 0.0) != (a < 0.0)) { r = r + select(-abs(b), abs(b), a >= 0.0); }
+    return r;
+}
+
 @compute @workgroup_size(WORKGROUP_SIZE)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {

@@ -9,7 +9,7 @@ import torch
 import webgrad as wg
 from webgrad import nn, optim
 from webgrad.nn import functional as F
-from webgrad.ops import conv as conv_ops
+from webgrad.ops import conv as conv_ops, padding as padding_ops
 from conftest import assert_close, distinct, finite_difference_check, randn, seed
 
 # `device` is conftest's fixture: every test runs on cpu and webgpu
@@ -285,7 +285,7 @@ def test_buffers_state_dict_load_and_to(device):
 
 def test_functional_names_are_the_ops():
     assert F.conv2d is conv_ops.conv2d and F.max_pool2d is conv_ops.max_pool2d
-    assert F.avg_pool2d is conv_ops.avg_pool2d and F.pad is conv_ops.pad
+    assert F.avg_pool2d is conv_ops.avg_pool2d and F.pad is padding_ops.pad   # (all modes; constant is conv_ops.pad)
     assert set(F.__all__) >= {"conv2d", "max_pool2d", "avg_pool2d", "pad", "dropout", "batch_norm"}
 
 

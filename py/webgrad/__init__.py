@@ -29,7 +29,19 @@ from .ops.sort import argsort, msort, sort, topk
 from .ops.unary import (acos, allclose, asin, atan, ceil, cos, erf, expm1, floor, frac, isclose, isfinite,
                         isinf, isnan, log1p, log2, log10, nan_to_num, reciprocal, round, rsqrt, sin, square, tan,
                         trunc)
+from .ops.unary import (acosh, arccosh, arcsinh, arctanh, asinh, atanh, cosh, deg2rad, exp2, logit, rad2deg, sgn,
+                        sinh)
+from .ops.elementwise import clone, eq, ge, gt, le, lt, mul, ne, neg
+from .ops.arith import (add, addcdiv, addcmul, arctan2, atan2, div, divide, floor_divide, fmod, hypot, lerp,
+                        logaddexp, multiply, negative, remainder, sub, subtract, true_divide)
+from .ops.products import addmm, baddbmm, bmm, dot, ger, inner, mm, mv, outer, tensordot, trace
+from .ops.layout import (atleast_1d, atleast_2d, atleast_3d, broadcast_to, column_stack, diag, diagonal, diff, dstack,
+                         eye, hstack, index_add, index_fill, meshgrid, repeat_interleave, rot90, row_stack,
+                         take_along_dim, tril_indices, triu_indices, vstack)
+from .ops.selection import (aminmax, argwhere, bincount, count_nonzero, cumprod, equal, kthvalue, median, nanmean,
+                            nansum, nonzero, std_mean, unique, var_mean)
 arcsin, arccos, arctan = asin, acos, atan
+clip = clamp
 
 float = float32
 double = float64

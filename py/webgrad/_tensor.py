@@ -282,10 +282,7 @@ class Tensor:
     __hash__ = object.__hash__
     __array_ufunc__ = None   # NumPy defers to our reflected ops: np.float32(2) * x is a Tensor
 
-    def add(self, other): return elementwise.add(self, other)
-    def sub(self, other): return elementwise.sub(self, other)
     def mul(self, other): return elementwise.mul(self, other)
-    def div(self, other): return elementwise.div(self, other)
     def pow(self, other): return elementwise.pow(self, other)
     def neg(self): return elementwise.neg(self)
     def logical_and(self, other): return elementwise.logical_and(self, other)
@@ -326,7 +323,6 @@ class Tensor:
     def __getitem__(self, index): return indexing.getitem(self, index)
     def __setitem__(self, index, value): indexing.setitem(self, index, value)
     def matmul(self, other): return matmul.matmul(self, other)
-    def mm(self, other): return matmul.matmul(self, other)
 
 
 def tensor_method(fn):
@@ -392,4 +388,5 @@ def _nest(flat, shape):
 
 
 from .ops import elementwise, indexing, inplace, loss, matmul, movement, reduce  # noqa: E402,F401  (the ops build on Tensor)
+from .ops import arith, layout, products, selection  # noqa: E402,F401  (add/sub/div, mm, ...: their methods)
 from .ops.creation import ones_like  # noqa: E402,F401

@@ -44,6 +44,13 @@ _POLICIES = {
     "kl_div": (FP32, FP32), "binary_cross_entropy_with_logits": (FP32, FP32),
     "binary_cross_entropy": (BANNED, FP32),
     "scatter_add": (PROMOTE, None),
+    "conv1d": (LOWER, LOWER), "conv_transpose1d": (LOWER, LOWER), "conv_transpose2d": (LOWER, None),
+    "prelu": (LOWER, LOWER), "addmm": (LOWER, LOWER), "mv": (LOWER, None), "baddbmm": (LOWER, LOWER),
+    "bmm": (LOWER, LOWER),
+    "cosh": (FP32, None), "sinh": (FP32, None), "group_norm": (FP32, None), "cosine_similarity": (FP32, None),
+    "cumprod": (FP32, None),
+    "addcdiv": (PROMOTE, None), "addcmul": (PROMOTE, None), "atan2": (PROMOTE, None), "dot": (PROMOTE, None),
+    "tensordot": (PROMOTE, None),
 }
 _COLUMN = {"webgpu": 0, "cpu": 1}
 # autocast's device_type -> the webgrad device whose tensors it casts ("cuda": torch programs' GPU)

@@ -8,10 +8,19 @@ from ..amp import autocast_op
 from ..autograd import no_grad
 from ..ops import activation, loss as _loss, pointwise_loss as _pointwise
 from ..ops.attention import scaled_dot_product_attention
-from ..ops.conv import avg_pool2d, conv2d, max_pool2d, pad
+from ..ops.composite_activation import (celu, glu, hardshrink, hardsigmoid, hardswish, prelu, selu, softmin as _softmin,
+                                        softshrink, softsign, tanhshrink, threshold)
+from ..ops.conv1d import avg_pool1d, conv1d, max_pool1d
+from ..ops.conv_transpose import conv_transpose1d, conv_transpose2d
+from ..ops.distance import cosine_similarity, normalize, pairwise_distance
+from ..ops.group_norm import group_norm, instance_norm
+from ..ops.resample import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, adaptive_max_pool1d,
+                            adaptive_max_pool2d, adaptive_max_pool3d, interpolate, pixel_shuffle, pixel_unshuffle)
+from ..ops.conv import avg_pool2d, conv2d, max_pool2d
 from ..ops.creation import rand as _rand, rand_like
 from ..ops.embedding import embedding
 from ..ops.norm import layer_norm, rms_norm
+from ..ops.padding import pad
 from ..ops.elementwise import gelu as _gelu, leaky_relu, relu, sigmoid, tanh
 from ..ops.loss import log_softmax, softmax
 from ..ops.matmul import matmul_with_bias
@@ -261,3 +270,42 @@ _DEPRECATED_NDIM = ("{name}: Received a {ndim}-D input to {name}, which is depre
 
 # ---- language-model layers: embedding, layer / RMS norm and attention (fused kernels: webgrad.ops) ----
 __all__ += ["embedding", "layer_norm", "rms_norm", "scaled_dot_product_attention"]
+
+
+# ---- more layers, composed of the ops above: 1-D and transposed convolution, 1-D and adaptive
+# pooling, resampling, padding modes, group / instance norm, distances and activations
+# (webgrad.ops.conv1d, conv_transpose, resample, padding, group_norm, distance, composite_activation) ----
+__all__ += ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+            "adaptive_max_pool2d", "adaptive_max_pool3d", "avg_pool1d", "celu", "conv1d", "conv_transpose1d",
+            "conv_transpose2d", "cosine_similarity", "glu", "group_norm", "hardshrink", "hardsigmoid", "hardswish",
+            "instance_norm", "interpolate", "max_pool1d", "normalize", "pairwise_distance", "pixel_shuffle",
+            "pixel_unshuffle", "prelu", "selu", "softmin", "softshrink", "softsign", "tanhshrink", "threshold",
+            "upsample", "upsample_bilinear", "upsample_nearest"]
+
+
+def implicit_softmax_dim(name, ndim, stacklevel=3):
+    """The dim softmax-like functions take when none is given (deprecated in PyTorch, with a warning)."""
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X "
+                  "as an argument.", stacklevel=stacklevel)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    return _softmin(input, implicit_softmax_dim("softmin", input.ndim, _stacklevel) if dim is None else dim, dtype)
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    warnings.warn("`nn.functional.upsample` is deprecated. Use `nn.functional.interpolate` instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    warnings.warn("`nn.functional.upsample_nearest` is deprecated. Use `nn.functional.interpolate` instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    warnings.warn("`nn.functional.upsample_bilinear` is deprecated. Use `nn.functional.interpolate` instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)

@@ -1,6 +1,5 @@
 """Layers, activations and loss modules (PyTorch's names, arguments and reprs)."""
 import math
-import warnings
 
 from ..ops.creation import empty
 from . import functional as F
@@ -143,9 +142,7 @@ class Softplus(Module):
 
 
 def _implicit_softmax_dim(name, ndim):
-    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X "
-                  "as an argument.", stacklevel=3)
-    return 0 if ndim in (0, 1, 3) else 1
+    return F.implicit_softmax_dim(name, ndim, stacklevel=4)
 
 
 class Softmax(Module):

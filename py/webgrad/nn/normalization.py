@@ -1,5 +1,5 @@
-"""nn.LayerNorm and nn.RMSNorm, with torch.nn's arguments, initialisation (weight 1, bias 0) and
-state_dict names (weight, bias)."""
+"""nn.LayerNorm, nn.RMSNorm and nn.GroupNorm, with torch.nn's arguments, initialisation (weight 1,
+bias 0) and state_dict names (weight, bias)."""
 from ..ops.creation import empty
 from . import functional as F
 from . import init
@@ -54,3 +54,28 @@ class RMSNorm(_TrailingNorm):
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class GroupNorm(Module):
+    """Normalises each sample's num_groups groups of channels (with their other dims) to mean 0 and
+    variance 1, then scales and shifts each channel (weight 1 and bias 0 at first, when affine)."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None, dtype=None, *, bias=True):
+        super().__init__()
+        if num_channels % num_groups != 0:
+            raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+        affine = [Parameter(empty(num_channels, device=device, dtype=dtype)) if affine and wanted else None
+                  for wanted in (True, bias)]
+        self.register_parameter("weight", affine[0])
+        self.register_parameter("bias", affine[1])
+        self.reset_parameters()
+
+    reset_parameters = _TrailingNorm.reset_parameters
+
+    def forward(self, input):
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, " \
+               f"bias={self.bias is not None}"

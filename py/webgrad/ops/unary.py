@@ -1,6 +1,7 @@
 """Elementwise maths beyond the arithmetic of ops/elementwise.py: logarithms and exponentials,
-trigonometry, roots, rounding, erf, NaN/Inf tests. Each op is one MapOp (its WGSL expression, its
-NumPy twin, its gradient) run by shaders/map.wgsl, and a Tensor method of the same name.
+trigonometric and hyperbolic functions, roots, rounding, erf, NaN/Inf tests (and logit, deg2rad,
+rad2deg composed of them). Each op is one MapOp (its WGSL expression, its NumPy twin, its
+gradient) run by shaders/map.wgsl, and a Tensor method of the same name.
 
 Where a WGSL builtin loses precision (log2/log10/log1p near 1, expm1 and erf near 0, asin/atan
 anywhere) the expression goes through map.wgsl's accurate log_f / tanh_f or a Cephes polynomial.
@@ -9,8 +10,8 @@ import math
 
 from ..amp import autocast_op
 from ..backends.base import wgsl_is_nan
-from .._tensor import tensor_method
-from .elementwise import _BOOL, MapOp, _map, exp, where
+from .._tensor import Tensor, tensor_method
+from .elementwise import _BOOL, MapOp, _map, exp, log, sign, where
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
@@ -109,6 +110,25 @@ TRUNC = MapOp("trunc", "trunc(a)", lambda np, a: np.trunc(a), (_zero_grad,))
 FRAC = MapOp("frac", "a - trunc(a)", lambda np, a: a - np.trunc(a), (lambda g, a, o: g,))
 ERF = MapOp("erf", wgsl_erf("a"), _np_erf, (lambda g, a, o: g * exp(-a * a) * (2 / math.sqrt(math.pi)),),
             floating=True)
+EXP2 = MapOp("exp2", "exp2(a)", lambda np, a: np.exp2(a), (lambda g, a, o: g * o * _LN2,), floating=True)
+# e^a / 2 as e^(a - ln 2), finite up to sinh's and cosh's own overflow (e^89 is past float32's range);
+# sinh near 0 from expm1 (u = e^a - 1: sinh = u (u + 2) / 2 (u + 1)), so no digits cancel
+_HALF_EXP = f"exp(a - {_LN2!r})", f"exp(-a - {_LN2!r})"
+SINH = MapOp("sinh", f"select({_HALF_EXP[0]} - {_HALF_EXP[1]}, 0.5 * {wgsl_expm1('a')} * ({wgsl_expm1('a')} + 2.0) / "
+                     f"({wgsl_expm1('a')} + 1.0), abs(a) < 1.0)",
+             lambda np, a: np.sinh(a), (lambda g, a, o: g * cosh(a),), floating=True)
+COSH = MapOp("cosh", f"{_HALF_EXP[0]} + {_HALF_EXP[1]}", lambda np, a: np.cosh(a), (lambda g, a, o: g * sinh(a),),
+             floating=True)
+# the inverse hyperbolics through log1p where their argument nears 0 (asinh, atanh) and as
+# log(2|a|) where squaring |a| would overflow
+_T = "abs(a)"
+_ASINH_OF_ABS = wgsl_log1p(f"({_T} + {_T} * {_T} / (1.0 + sqrt(1.0 + {_T} * {_T})))")
+ASINH = MapOp("asinh", f"select(1.0, -1.0, a < 0.0) * select({_ASINH_OF_ABS}, log_f({_T}) + {_LN2!r}, {_T} > 1e4)",
+              lambda np, a: np.arcsinh(a), (lambda g, a, o: g * rsqrt(a * a + 1.0),), floating=True)
+ACOSH = MapOp("acosh", f"select(log_f(a + sqrt(a * a - 1.0)), log_f(a) + {_LN2!r}, a > 1e4)",
+              lambda np, a: np.arccosh(a), (lambda g, a, o: g * rsqrt(a * a - 1.0),), floating=True)
+ATANH = MapOp("atanh", f"0.5 * {wgsl_log1p('(2.0 * a / (1.0 - a))')}", lambda np, a: np.arctanh(a),
+              (lambda g, a, o: g / (1.0 - a * a),), floating=True)
 ISNAN = MapOp("isnan", f"select(0u, 1u, {wgsl_is_nan('a')})", lambda np, a: a != a, out=_BOOL)
 # |a| == inf, by its bits as for NaN (false for integer T)
 ISINF = MapOp("isinf", "select(0u, 1u, T(0.5) != T(0) && (bitcast<u32>(a) & 0x7fffffffu) == 0x7f800000u)",
@@ -152,6 +172,20 @@ def reciprocal(x): return _map(RECIPROCAL, x)
 def square(x): return _map(SQUARE, x)
 @tensor_method
 def erf(x): return _map(ERF, x)
+@tensor_method
+def exp2(x): return _map(EXP2, x)
+@tensor_method
+@autocast_op
+def sinh(x): return _map(SINH, x)
+@tensor_method
+@autocast_op
+def cosh(x): return _map(COSH, x)
+@tensor_method
+def asinh(x): return _map(ASINH, x)
+@tensor_method
+def acosh(x): return _map(ACOSH, x)
+@tensor_method
+def atanh(x): return _map(ATANH, x)
 @tensor_method
 def isnan(x): return _map(ISNAN, x)
 @tensor_method
@@ -216,3 +250,20 @@ def isclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
 def allclose(x, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """Whether every element is close (a Python bool: the answer is read back from the device)."""
     return bool(isclose(x, other, rtol, atol, equal_nan).all().item())
+
+
+@tensor_method
+def logit(x, eps=None):
+    """log(x / (1 - x)), x first clamped to [eps, 1 - eps] where eps is given."""
+    z = x if eps is None else x.clamp(eps, 1.0 - eps)
+    return log(z) - log1p(-z)
+
+
+@tensor_method
+def deg2rad(x): return x * (math.pi / 180.0)
+@tensor_method
+def rad2deg(x): return x * (180.0 / math.pi)
+
+
+sgn = Tensor.sgn = sign   # for real tensors, torch's sgn is sign
+arcsinh, arccosh, arctanh = Tensor.arcsinh, Tensor.arccosh, Tensor.arctanh = asinh, acosh, atanh

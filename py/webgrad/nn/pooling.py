@@ -1,0 +1,146 @@
+"""Conv1d, 1-D pooling and adaptive pooling layers, with torch.nn's names, arguments, state_dict
+names and reprs. The maths is webgrad.ops.conv1d (the 2-D kernels over (N, C, 1, L)) and
+ops.resample (adaptive pooling's bins as gathers and reductions)."""
+import math
+
+from ..ops.conv1d import _single
+from ..ops.creation import empty
+from . import functional as F
+from . import init
+from .module import Module, Parameter
+
+
+class Conv1d(Module):
+    """1-D convolution of an (N, C_in, L) or (C_in, L) input; weight (C_out, C_in, k), bias (C_out,),
+    initialised as PyTorch does (U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = C_in * k)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        if groups != 1:
+            raise NotImplementedError("Conv1d: groups other than 1 are not supported yet")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"Conv1d: padding_mode={padding_mode!r} is not supported; only 'zeros'")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size = (_single(kernel_size, "kernel_size"),)
+        self.stride, self.dilation = (_single(stride, "stride"),), (_single(dilation, "dilation"),)
+        if isinstance(padding, str):
+            if padding not in ("valid", "same"):
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+            if padding == "same" and self.stride != (1,):
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            self.padding = padding
+        else:
+            self.padding = (_single(padding, "padding"),)
+        self.groups, self.padding_mode = groups, padding_mode
+        self.weight = Parameter(empty((out_channels, in_channels, *self.kernel_size), device=device, dtype=dtype))
+        self.register_parameter("bias", Parameter(empty(out_channels, device=device, dtype=dtype)) if bias else None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            fan_in = self.in_channels * self.kernel_size[0]
+            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input):
+        padding = self.padding if isinstance(self.padding, str) else self.padding[0]
+        return F.conv1d(input, self.weight, self.bias, self.stride[0], padding, self.dilation[0])
+
+    def extra_repr(self):
+        padding = self.padding if isinstance(self.padding, str) else self.padding
+        text = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if padding != (0,):
+            text += f", padding={padding}"
+        if self.dilation != (1,):
+            text += f", dilation={self.dilation}"
+        if self.bias is None:
+            text += ", bias=False"
+        return text
+
+
+class MaxPool1d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
+        super().__init__()
+        if ceil_mode:
+            raise NotImplementedError("MaxPool1d: ceil_mode=True is not supported")
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
+
+    def forward(self, input):
+        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            return_indices=self.return_indices)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool1d(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+        super().__init__()
+        if ceil_mode:
+            raise NotImplementedError("AvgPool1d: ceil_mode=True is not supported")
+        if not count_include_pad:
+            raise NotImplementedError("AvgPool1d: count_include_pad=False is not supported")
+        self.kernel_size = (_single(kernel_size, "kernel_size"),)
+        self.stride = self.kernel_size if stride is None else (_single(stride, "stride"),)
+        self.padding = (_single(padding, "padding"),)
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+
+    def forward(self, input):
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class _AdaptivePool(Module):
+    def __init__(self, output_size, return_indices=False):
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(_AdaptivePool):
+    def __init__(self, output_size):
+        super().__init__(output_size)
+
+    def forward(self, input):
+        return F.adaptive_avg_pool1d(input, self.output_size)
+
+
+class AdaptiveAvgPool2d(_AdaptivePool):
+    def __init__(self, output_size):
+        super().__init__(output_size)
+
+    def forward(self, input):
+        return F.adaptive_avg_pool2d(input, self.output_size)
+
+
+class AdaptiveAvgPool3d(_AdaptivePool):
+    def __init__(self, output_size):
+        super().__init__(output_size)
+
+    def forward(self, input):
+        return F.adaptive_avg_pool3d(input, self.output_size)
+
+
+class AdaptiveMaxPool1d(_AdaptivePool):
+    def forward(self, input):
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool2d(_AdaptivePool):
+    def forward(self, input):
+        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool3d(_AdaptivePool):
+    def forward(self, input):
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
