@@ -8,7 +8,8 @@ import collections
 from ..amp import autocast_op
 from .. import dtypes
 from .creation import ones, tensor, zeros
-from .elementwise import where
+from ..backends.base import wgsl_is_nan
+from .elementwise import MapOp, _map
 from .inplace import TYPE_NAMES
 from .masking import true_positions
 from .movement import cat, wrap_dim
@@ -169,8 +170,14 @@ def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 @tensor_method
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
     """The sum with NaNs counted as zero."""
-    kept = where(isnan(input), 0.0, input) if input.dtype.is_floating_point else input
+    kept = _map(_NAN_AS_ZERO, input) if input.dtype.is_floating_point else input
     return sum(kept, dim, keepdim, dtype=dtype)
+
+
+# NaN read as 0, its gradient the upstream one times "not NaN", as torch's nansum's: so an infinite
+# upstream (nanmean of a slice that is all NaN) gives NaN there, not 0
+_NAN_AS_ZERO = MapOp("nan_as_zero", f"select(a, T(0), {wgsl_is_nan('a')})",
+                     lambda np, a: np.where(np.isnan(a), 0, a).astype(a.dtype), (lambda g, a, o: g * ~isnan(a),))
 
 
 @tensor_method
