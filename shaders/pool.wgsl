@@ -9,10 +9,15 @@
 // max_backward: one thread per input pixel sums grad over the windows that picked it. It visits
 // only the windows with a tap on the pixel, in ascending (oy, ox) order (PyTorch's order of
 // summation, so ties give the same gradient bit for bit), and needs no atomics.
+// max_backward_apart: where windows do not overlap (kernels/pool.py's windows_apart: every window
+// within its own SY x SX cell of the input, shifted by the padding), one thread per cell reads its
+// window's pick and gradient once and stores every pixel of the cell: the gradient at the pick, zero
+// elsewhere (and in cells with no window, past the last one). A software adapter's lanes then do a
+// quarter of the index arithmetic and no window search.
 // The geometry is made constants of the kernel (integer division by a constant is cheap): C, H, W,
 // Ho, Wo, the kernel, stride, padding and dilation. Parameters (kernels/pool.py's POOL_PARAMS):
-// `numel` threads (outputs forward, inputs backward); src (x forward, grad backward) is read at
-// `src_offset` through its 4 `src_strides`. `picked` is contiguous (N, C, Ho, Wo).
+// `numel` elements of out, a thread each (max_backward_apart: a thread per cell); src (x forward,
+// grad backward) is read at `src_offset` through its 4 `src_strides`. `picked` is contiguous (N, C, Ho, Wo).
 // Each thread stores its element of out through store_epilogue (kernels/epilogue.py): under wg.jit
 // the maps after a pool (relu's gradient after the backward) run there, in the same thread.
 alias T = {{type}};
@@ -29,6 +34,8 @@ const PY: u32 = {{py}}u;
 const PX: u32 = {{px}}u;
 const DY: u32 = {{dy}}u;
 const DX: u32 = {{dx}}u;
+const CY: u32 = {{cy}}u;   // max_backward_apart's cells along y and x (kernels/pool.py's _cells)
+const CX: u32 = {{cx}}u;
 
 // out: values (forward), d x (backward); picked: written forward, read backward; src
 {{bindings}}
@@ -102,4 +109,33 @@ fn max_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) n
         }
     }
     store_epilogue(i, acc);
+}
+
+@compute @workgroup_size(WORKGROUP_SIZE)
+fn max_backward_apart(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                      @builtin(local_invocation_index) li: u32) {
+    let i = element_id(wg, nwg, li);
+    if (i >= params.numel / (H * W) * CY * CX) { return; }
+    // a division each, remainders by multiplying back: a software adapter divides a lane at a time
+    let row = i / CX;
+    let cx = i - row * CX;
+    let plane = row / CY;   // n * C + c
+    let cy = row - plane * CY;
+    var at = -1;   // no window in this cell
+    var g = T(0);
+    if (cy < HO && cx < WO) {
+        let n = plane / C;
+        at = picked[(plane * HO + cy) * WO + cx];
+        g = src[src_plane(n, plane - n * C) + cy * params_src_strides(2u) + cx * params_src_strides(3u)];
+    }
+    for (var ry = 0u; ry < SY; ry++) {
+        let y = i32(cy * SY + ry) - i32(PY);
+        if (y < 0 || y >= i32(H)) { continue; }
+        for (var rx = 0u; rx < SX; rx++) {
+            let x = i32(cx * SX + rx) - i32(PX);
+            if (x < 0 || x >= i32(W)) { continue; }
+            let me = y * i32(W) + x;
+            store_epilogue(plane * H * W + u32(me), select(T(0), g, me == at));
+        }
+    }
 }

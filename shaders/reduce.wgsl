@@ -18,6 +18,11 @@ alias T = {{compute}};
 {{epilogue}}
 
 const THREADS: u32 = {{threads}}u;   // a workgroup's threads: kernels/reduce.py's REDUCE_THREADS
+// per_thread steps from element to element by adds, working a position out from its index only
+// where a run along the innermost reduced dim starts (a software adapter's form: there a division is
+// a lane at a time); else (GPUs, and arg ops' second pass, which reads its positions from picked) it
+// works out every element's position.
+const STEPPED: bool = {{stepped}};
 
 // A running reduction: its value, and the reduced index it was found at (arg ops).
 struct Partial {
@@ -101,8 +106,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
 
 // One thread per (output, chunk), adjacent threads taking adjacent outputs: for short reductions
 // (pooling windows, a few rows), where a workgroup per output would leave most of its threads idle,
-// and for reductions down columns, where adjacent outputs lie side by side in x (kernels/reduce.py):
-// there a warp's loads are one run of memory. Parameters and results as for main.
+// for reductions down columns, where adjacent outputs lie side by side in x (kernels/reduce.py):
+// there a warp's loads are one run of memory, and for every pass on a software adapter, which has
+// no workgroup barriers to pay then. Parameters and results as for main.
 @compute @workgroup_size(THREADS)
 fn per_thread(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) li: u32) {
@@ -116,9 +122,28 @@ fn per_thread(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg
     let last = min(first + params.span, params.count);
     let base = kept_position(o);
     var mine = start();
-    for (var k = first; k < last; k++) {
-        {{index}}
-        mine = merge(mine, Partial(load(base + reduced_position(j)), j), 0u);
+    if (STEPPED) {
+        // runs along the innermost reduced dim, a step apart in x: a position worked out once a run
+        var size = 1u;   // none reduced: one element
+        var step = 0u;
+        if (params.reduced_ndim > 0u) {
+            size = params_reduced_shape(params.reduced_ndim - 1u);
+            step = params_reduced_strides(params.reduced_ndim - 1u);
+        }
+        var k = first;
+        while (k < last) {
+            let end = min(last, k + size - k % size);
+            var at = base + reduced_position(k);
+            for (; k < end; k++) {
+                mine = merge(mine, Partial(load(at), k), 0u);
+                at += step;
+            }
+        }
+    } else {
+        for (var k = first; k < last; k++) {
+            {{index}}
+            mine = merge(mine, Partial(load(base + reduced_position(j)), j), 0u);
+        }
     }
     store_epilogue(o * params.chunks + c, result(mine));
 }

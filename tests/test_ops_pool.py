@@ -154,6 +154,30 @@ def test_max_pool2d_nan_matches_torch_exactly(spec, device):
     _max_pool_like_torch(x, kwargs, device)
 
 
+APART_POOLS = [
+    ((2, 3, 8, 8), dict(kernel_size=2)),                                   # the MNIST CNN's 2x2, stride 2
+    ((2, 2, 11, 10), dict(kernel_size=2, stride=(3, 4))),                   # gaps; rows and columns past the last
+    ((1, 2, 9, 7), dict(kernel_size=(2, 3), stride=3, padding=1)),          # padded
+    ((1, 2, 10, 9), dict(kernel_size=2, stride=(3, 4), dilation=(2, 3))),   # dilated taps within the stride
+]
+
+
+@pytest.mark.parametrize("software", [True, False])
+@pytest.mark.parametrize("spec", APART_POOLS)
+def test_max_pool2d_windows_apart_backward_both_forms(spec, software, monkeypatch):
+    """Windows that do not overlap: a software adapter's backward takes a thread per window's cell,
+    a GPU's a thread per pixel; both exactly torch's (ties, NaN and zeros outside the windows)."""
+    backend = wg.get_backend("webgpu")
+    monkeypatch.setattr(backend, "is_software", software)
+    keys, pipeline = [], backend.runtime.pipeline
+    monkeypatch.setattr(backend.runtime, "pipeline", lambda key, *args, **kw: keys.append(key) or pipeline(key, *args, **kw))
+    shape, kwargs = spec
+    x = rng().choice(np.float32([np.nan, -1, 0, 1, 2]), shape, p=[0.1, 0.2, 0.3, 0.2, 0.2])
+    _max_pool_like_torch(x, kwargs, "webgpu")
+    entry = "max_backward_apart" if software else "max_backward"
+    assert [key[1] for key in keys if key[0] == "pool"] == ["max_forward", entry], tag(f"pool kernels {keys}")
+
+
 def test_max_pool2d_window_of_padding_only(device):
     """Dilation can step over every real pixel of a padded window (here: rows -1 and 2 of a 2-row
     input). Such a window is -inf, as in torch, with index -1 (torch's lies outside the plane), and

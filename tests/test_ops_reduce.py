@@ -208,8 +208,9 @@ def test_reduce_0d_over_dim_0(op, device):
         getattr(wg_tensor(x, device), op)(1)
 
 
-def test_reduce_with_more_outputs_than_one_grid_dimension():
-    # one workgroup per output: 70000 > 65535 workgroups spill into the grid's y dimension
+def test_reduce_with_more_outputs_than_one_grid_dimension(monkeypatch):
+    # a GPU's form, one workgroup per output: 70000 > 65535 workgroups spill into the grid's y dimension
+    monkeypatch.setattr(wg.get_backend("webgpu"), "is_software", False)
     x = randn(70_000, 3)
     check_op(lambda t: t.sum(1), x, device="webgpu", grad=False)
 
@@ -219,6 +220,7 @@ def test_reductions_down_columns(op, monkeypatch):
     # adjacent outputs side by side, each a row apart (a Linear's bias gradient): a thread per
     # (output, chunk of rows), then the chunks' results reduced (from fewer elements than on a GPU)
     from webgrad.backends.webgpu.kernels import reduce
+    monkeypatch.setattr(wg.get_backend("webgpu"), "is_software", False)   # a GPU's form
     monkeypatch.setattr(reduce, "COLUMN_FROM", 1 << 14)
     cols, rows = int(rng().integers(64, 100)), 2 * int(rng().integers(256, 400))   # cols * rows / 2 >= 2**14
     x = randn(rows, cols) if op in ("sum", "mean") else distinct(rows, cols)
@@ -231,3 +233,28 @@ def test_reductions_down_columns(op, monkeypatch):
         check_op(lambda t: getattr(t, op)(0), ties, device="webgpu", grad=False)
     else:   # over two dims
         check_op(lambda t: getattr(t, op)((0, 1)), x.reshape(2, rows // 2, cols), device="webgpu", grad=False)
+
+
+@pytest.mark.parametrize("software", [True, False])
+@pytest.mark.parametrize("op", ["sum", "amax"])
+def test_reductions_over_batch_and_plane_both_forms(op, software, monkeypatch):
+    """A convolution's bias gradient: (N, C, H, W) reduced over N, H and W, here of a transposed view.
+    A software adapter's passes step through x in runs (a plane's rows one run where contiguous;
+    chunks of 1024 elements: the second starts mid-run), a GPU's work positions out; both as torch's."""
+    monkeypatch.setattr(wg.get_backend("webgpu"), "is_software", software)
+    n, c, h, w = 5, int(rng().integers(2, 5)), 13, 17   # n * h * w = 1105 elements an output
+    x = randn(n, c, w, h) if op == "sum" else distinct(n, c, w, h)
+    check_op(lambda t: getattr(t.transpose(2, 3), op)((0, 2, 3)), x, device="webgpu", grad=False, atol=1e-4)
+    check_op(lambda t: getattr(t, op)((0, 2, 3)), x, device="webgpu", grad=False, atol=1e-4)   # H, W one run
+    check_op(lambda t: getattr(t, op)((0, 2)), x, device="webgpu", grad=False)
+
+
+@pytest.mark.parametrize("software", [True, False])
+def test_argmax_in_chunks_both_forms(software, monkeypatch):
+    """An arg op over more than a chunk: the chunks' picks, then those compared again (each position
+    read from x anew); ties go to the first index across chunks, as torch's."""
+    monkeypatch.setattr(wg.get_backend("webgpu"), "is_software", software)
+    ties = rng().integers(0, 4, (3, 2 * 1500)).astype(np.float32)
+    for op in ("argmax", "argmin"):
+        check_op(lambda t: getattr(t[:, ::2], op)(1), ties, device="webgpu", grad=False)
+        check_op(lambda t: getattr(t.T[::2], op)(0), ties, device="webgpu", grad=False)

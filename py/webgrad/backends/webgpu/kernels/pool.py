@@ -34,28 +34,48 @@ class PoolKernels:
         return values, indices
 
     def max_pool2d_backward(self, grad, indices, shape, kernel, stride, padding, dilation):
-        """The gradient of the (N, C, H, W) input of shape `shape`, from the pooled values' gradient."""
+        """The gradient of the (N, C, H, W) input of shape `shape`, from the pooled values' gradient.
+        On a software adapter, windows apart take a thread per window's cell rather than per pixel
+        (GPUs keep the thread per pixel, measured there)."""
         out = self._empty(shape, grad.dtype)
-        self._pool("max_backward", out, indices.storage, grad, shape, grad.shape,
-                   (kernel, stride, padding, dilation))
+        entry = "max_backward_apart" if self.is_software and windows_apart(kernel, stride, dilation) else "max_backward"
+        self._pool(entry, out, indices.storage, grad, shape, grad.shape, (kernel, stride, padding, dilation))
         return out
 
     def _pool(self, entry, out, picked, src, in_shape, out_shape, geometry):
-        """One shaders/pool.wgsl dispatch, a thread per element of out (the output's or the input's)."""
-        numel, key, source, pack = _pool_kernel(entry, src.dtype, in_shape, out_shape, geometry, src.strides)
-        if numel:
+        """One shaders/pool.wgsl dispatch."""
+        threads, key, source, pack = _pool_kernel(entry, src.dtype, in_shape, out_shape, geometry, src.strides)
+        if threads:
             pipeline = self.runtime.pipeline(key, source, entry=entry, bindings=_POOL_MODES)
-            self.runtime.dispatch(pipeline, [out, picked, src.storage], pack([src.offset]), groups(numel))
+            self.runtime.dispatch(pipeline, [out, picked, src.storage], pack([src.offset]), groups(threads))
+
+
+def windows_apart(kernel, stride, dilation):
+    """Whether each pooling window lies within its own stride x stride cell (along both axes: the
+    span of its taps at most the stride), so that no input pixel is in two windows."""
+    return all((k - 1) * d + 1 <= s for k, s, d in zip(kernel, stride, dilation))
 
 
 @functools.lru_cache(maxsize=POOL_LAYOUTS_KEPT)
 def _pool_kernel(entry, dtype, in_shape, out_shape, geometry, src_strides):
     """What a pool dispatch works out once per layout: its threads, its pipeline's key and source,
-    and its parameters as a function of [src's offset]."""
+    and its parameters as a function of [src's offset]. numel is its result's element count: a
+    thread each, but for max_backward_apart's cells (shaders/pool.wgsl)."""
     numel = math.prod(out_shape if entry == "max_forward" else in_shape)
     sizes = (*in_shape[1:], *out_shape[2:], *(v for pair in geometry for v in pair))
-    return (numel, ("pool", entry, dtype.name, sizes), lambda: _pool_source(dtype, sizes),
+    threads = numel
+    if entry == "max_backward_apart" and numel:
+        cy, cx = _cells(sizes)
+        threads = numel // (in_shape[2] * in_shape[3]) * cy * cx
+    return (threads, ("pool", entry, dtype.name, sizes), lambda: _pool_source(dtype, sizes),
             POOL_PARAMS.packer(numel=numel, src_strides=src_strides))
+
+
+def _cells(sizes):
+    """max_backward_apart's cells along y and x: stride-sized, from the padding's start, covering
+    every input row and column and every window."""
+    g = dict(zip(_GEOMETRY_SLOTS, sizes))
+    return (max(g["ho"], -(-(g["h"] + g["py"]) // g["sy"])), max(g["wo"], -(-(g["w"] + g["px"]) // g["sx"])))
 
 
 def pool_producer(key, block):
@@ -74,4 +94,5 @@ def _pool_source(dtype, sizes, epilogue=None):
     is_nan = "(bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u" if dtype.kind == "f" else "false"
     return fill("pool", ParamBlock(*POOL_PARAMS.fields, *epilogue_fields(epilogue)), type=dtype.wgsl,
                 is_nan=is_nan, lowest=LOWEST[dtype.wgsl], bindings=bindings(_POOL_BUFFERS, epilogue),
-                epilogue=store_function(epilogue, "T"), **dict(zip(_GEOMETRY_SLOTS, map(str, sizes))))
+                epilogue=store_function(epilogue, "T"), **dict(zip(("cy", "cx"), map(str, _cells(sizes)))),
+                **dict(zip(_GEOMETRY_SLOTS, map(str, sizes))))

@@ -23,9 +23,11 @@ REDUCE_MIN_SPAN = 1024
 REDUCE_GROUPS = 1024
 # Reductions this short take one thread per output rather than a workgroup (reduce.wgsl per_thread).
 PER_THREAD_REDUCE = 32
-# On a software adapter, every one-pass reduction up to this long: there a workgroup's barriers switch
-# between its lanes' coroutines (the page's MLP bias gradient, 128 sums of 128, 4.4 -> ~1.8 ms on
-# SwiftShader), and a thread's loop must stay far below the ~65535 iterations such shaders allow.
+# On a software adapter every pass takes a thread per (output, chunk of up to this many): there a
+# workgroup's barriers switch between its lanes' coroutines (the page's MLP bias gradient, 128 sums of
+# 128, 4.4 -> ~1.8 ms on SwiftShader), and a thread's loop must stay far below the ~65535 iterations
+# such shaders allow. Its threads step through x by adds (reduce.wgsl's per_thread, stepped), where a
+# division per reduced dim and element cost more than the load (a lane at a time on a CPU).
 SOFTWARE_PER_THREAD_REDUCE = REDUCE_MIN_SPAN
 # A reduction down the columns of a row-major block (a Linear's bias gradient: (16384, 1152) summed
 # over its rows) takes a thread per (output, chunk of rows), so that a warp's loads are adjacent
@@ -60,34 +62,41 @@ class ReduceKernels:
         kept = tuple(d for d in range(x.ndim) if d not in dims)
         n_out = math.prod(x.shape[d] for d in kept)
         n_red = math.prod(x.shape[d] for d in dims)
-        columns = _down_columns(x, kept, dims, n_out, n_red)
-        if columns:
-            chunks = max(1, -(-n_red // REDUCE_SPAN), min(n_red // COLUMN_MIN_SPAN, -(-COLUMN_THREADS // n_out)))
-        else:
-            chunks = max(1, -(-n_red // REDUCE_SPAN),
-                         min(-(-n_red // REDUCE_MIN_SPAN), -(-REDUCE_GROUPS // max(1, n_out))))
+        chunks, form = self._plan(n_out, n_red, _down_columns(x, kept, dims, n_out, n_red))
         if chunks == 1 or n_out == 0:
-            return self._reduce_pass(op, x, kept, dims, out_dtype, n_out, n_red, 1, columns=columns)
+            return self._reduce_pass(op, x, kept, dims, out_dtype, n_out, n_red, 1, form)
         # Two passes: each chunk's result, then those reduced per output. An arg op's chunks give
         # the index they picked; the second pass compares x at those indices.
         if op.arg:
-            picked = self._reduce_pass(op, x, kept, dims, dtypes.int32, n_out, n_red, chunks, columns=columns)
-            return self._reduce_pass(op, x, kept, dims, out_dtype, n_out, chunks, 1, picked=picked)
+            picked = self._reduce_pass(op, x, kept, dims, dtypes.int32, n_out, n_red, chunks, form)
+            _, form = self._plan(n_out, chunks, False)   # one chunk: picks are few
+            return self._reduce_pass(op, x, kept, dims, out_dtype, n_out, chunks, 1, form, picked=picked)
         partial_dtype = dtypes.float32 if x.dtype.is_floating_point else dtypes.int32
-        partial = self._reduce_pass(op, x, kept, dims, partial_dtype, n_out, n_red, chunks, columns=columns)
+        partial = self._reduce_pass(op, x, kept, dims, partial_dtype, n_out, n_red, chunks, form)
         return self.reduce(op, flat(partial, (n_out, chunks), partial_dtype), (1,), out_dtype)
 
-    def _reduce_pass(self, op, x, kept, dims, out_dtype, n_out, count, chunks, picked=None, columns=False):
-        """One dispatch of shaders/reduce.wgsl: `chunks` workgroups per output, each reducing up to
-        REDUCE_SPAN of the `count` positions (reduced indices, or the chunks' picked indices); or,
-        down columns or where short, a thread per (output, chunk)."""
+    def _plan(self, n_out, count, columns):
+        """(chunks, form) of a reduction of `count` elements into each of n_out outputs: its first pass's
+        chunks an output, and the pass's form: "main" (a workgroup per (output, chunk)), "per_thread"
+        (a thread each: where short, or down columns) or "stepped" (a thread each stepping through x
+        by adds: a software adapter's every pass)."""
+        if self.is_software:
+            return max(1, -(-count // SOFTWARE_PER_THREAD_REDUCE)), "stepped"
+        if columns:
+            chunks = max(1, -(-count // REDUCE_SPAN), min(count // COLUMN_MIN_SPAN, -(-COLUMN_THREADS // n_out)))
+            return chunks, "per_thread"
+        chunks = max(1, -(-count // REDUCE_SPAN), min(-(-count // REDUCE_MIN_SPAN), -(-REDUCE_GROUPS // max(1, n_out))))
+        return chunks, "per_thread" if chunks == 1 and count <= PER_THREAD_REDUCE else "main"
+
+    def _reduce_pass(self, op, x, kept, dims, out_dtype, n_out, count, chunks, form, picked=None):
+        """One dispatch of shaders/reduce.wgsl in `form` (_plan): `chunks` workgroups or threads per
+        output, each reducing up to REDUCE_SPAN of the `count` positions (reduced indices, or the
+        chunks' picked indices)."""
         storage = self._empty((n_out * chunks,), out_dtype)
         if n_out == 0:
             return storage
-        short = chunks == 1 and count <= (SOFTWARE_PER_THREAD_REDUCE if self.is_software else PER_THREAD_REDUCE)
-        per_thread = columns or short
         kernel = _reduce_pass_kernel(op, x.dtype, x.shape, x.strides, kept, dims, out_dtype, n_out, count, chunks,
-                                     picked is not None, per_thread)
+                                     picked is not None, form)
         storages = [storage, x.storage] if picked is None else [storage, x.storage, picked]
         self.runtime.dispatch(self.runtime.pipeline(*kernel.compile), storages, kernel.pack([x.offset]),
                               kernel.groups)
@@ -110,24 +119,44 @@ class _ReducePass(NamedTuple):
 
 
 @functools.lru_cache(maxsize=REDUCE_PASSES_KEPT)
-def _reduce_pass_kernel(op, in_dtype, shape, strides, kept, dims, out_dtype, n_out, count, chunks, picked, per_thread):
+def _reduce_pass_kernel(op, in_dtype, shape, strides, kept, dims, out_dtype, n_out, count, chunks, picked, form):
     """The _ReducePass of these arguments: all of a pass but x's storage and offset follows from them
-    (per_thread: a thread per output rather than a workgroup)."""
-    entry = "per_thread" if per_thread else "main"
-    key = ("reduce", op.name, in_dtype.name, out_dtype.name, picked, entry)
+    (form: ReduceKernels._plan's)."""
+    entry = _entry(form)
+    key = ("reduce", op.name, in_dtype.name, out_dtype.name, picked, form)
+    reduced = [(shape[d], strides[d]) for d in dims]
+    if form == "stepped":   # its runs as long as x allows: dims that step through x as one, merged
+        reduced = _merged(reduced)
     pack = REDUCE_PARAMS.packer(
         outputs=n_out, count=count, chunks=chunks, span=-(-count // chunks), kept_ndim=len(kept),
-        reduced_ndim=len(dims), kept_shape=[shape[d] for d in kept], kept_strides=[strides[d] for d in kept],
-        reduced_shape=[shape[d] for d in dims], reduced_strides=[strides[d] for d in dims])
+        reduced_ndim=len(reduced), kept_shape=[shape[d] for d in kept], kept_strides=[strides[d] for d in kept],
+        reduced_shape=[size for size, _ in reduced], reduced_strides=[stride for _, stride in reduced])
     bindings = ("read_write", "read", "read") if picked else ("read_write", "read")
-    return _ReducePass((key, lambda: _reduce_source(op, in_dtype, out_dtype, picked), entry, bindings), pack,
-                       groups(n_out * chunks, REDUCE_THREADS) if per_thread else n_out * chunks)
+    return _ReducePass((key, lambda: _reduce_source(op, in_dtype, out_dtype, picked, form), entry, bindings), pack,
+                       n_out * chunks if entry == "main" else groups(n_out * chunks, REDUCE_THREADS))
+
+
+def _merged(reduced):
+    """(size, stride) of each reduced dim, outermost first, with each dim that continues the one
+    before it in x (its stride times its size that one's stride) merged into it."""
+    merged = []
+    for size, stride in reduced:
+        if merged and merged[-1][1] == stride * size:
+            merged[-1] = (merged[-1][0] * size, stride)
+        else:
+            merged.append((size, stride))
+    return merged
+
+
+def _entry(form):
+    """The shaders/reduce.wgsl entry point of a pass's form."""
+    return "main" if form == "main" else "per_thread"
 
 
 def reduce_producer(key, block):
     """A recorded pass of a float32 sum (its pipeline's key, its parameter bytes) as an epilogue's
     Producer, or None: the maps fused into a store compute on f32 results."""
-    _, op_name, in_name, out_name, picked, entry = key
+    _, op_name, in_name, out_name, picked, form = key
     if op_name != SUM.name or out_name != "float32" or picked:
         return None
     head = struct.unpack_from(f"<{len(REDUCE_PARAMS.scalars)}I", block)
@@ -135,11 +164,11 @@ def reduce_producer(key, block):
     arrays = 2 * (fields["reduced_ndim"] + fields["kept_ndim"]) + 1   # shapes and strides, then the offset
     words = struct.unpack_from(f"<{len(head) + arrays}I", block)
     in_dtype = getattr(dtypes, in_name)
-    return Producer(key, entry, words, fields["outputs"] * fields["chunks"],
-                    lambda epilogue: _reduce_source(SUM, in_dtype, dtypes.float32, False, epilogue))
+    return Producer(key, _entry(form), words, fields["outputs"] * fields["chunks"],
+                    lambda epilogue: _reduce_source(SUM, in_dtype, dtypes.float32, False, form, epilogue))
 
 
-def _reduce_source(op, in_dtype, out_dtype, picked, epilogue=None):
+def _reduce_source(op, in_dtype, out_dtype, picked, form, epilogue=None):
     compute = "f32" if in_dtype.is_floating_point else "i32"
     own = [("read_write", "out", out_dtype.stored), ("read", "x", in_dtype.stored)]
     if picked:
@@ -148,7 +177,7 @@ def _reduce_source(op, in_dtype, out_dtype, picked, epilogue=None):
     else:
         index = "let j = k;"
     return fill("reduce", ParamBlock(*REDUCE_PARAMS.fields, *epilogue_fields(epilogue)), includes=("workgroup",),
-                threads=str(REDUCE_THREADS), compute=compute,
+                threads=str(REDUCE_THREADS), compute=compute, stepped=str(form == "stepped" and not picked).lower(),
                 load=f"T({load(in_dtype, 'x', 'at')})", lowest=LOWEST[compute], highest=HIGHEST[compute],
                 identity=op.identity, combine=op.combine, out_type=out_dtype.stored,
                 result="i32(r.index)" if op.arg else f"{out_dtype.stored}(r.value)", index=index,
