@@ -143,8 +143,6 @@ def test_pool_errors():
         nn.MaxPool2d(2, ceil_mode=True)
     with pytest.raises(NotImplementedError, match="ceil_mode"):
         F.max_pool2d(wg.zeros(1, 1, 4, 4), 2, ceil_mode=True)
-    with pytest.raises(NotImplementedError, match="count_include_pad"):
-        nn.AvgPool2d(2, count_include_pad=False)
     with pytest.raises(ValueError, match="pad should be at most half"):
         nn.MaxPool2d(2, padding=2)
 

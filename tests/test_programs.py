@@ -14,7 +14,7 @@ from conftest import seed, tag
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNNER = os.path.join(ROOT, "tests", "programs", "run_program.py")
-PROGRAMS = ["gpt", "char_lstm", "mnist_example", "manual_backprop", "checkpoint"]
+PROGRAMS = ["gpt", "char_lstm", "mnist_example", "manual_backprop", "checkpoint", "cifar_cnn", "text_transformer", "vae"]
 RTOL, ATOL = 2e-3, 2e-4   # float32 over a few optimizer steps
 
 

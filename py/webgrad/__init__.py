@@ -22,7 +22,7 @@ from .ops.einsum import einsum
 from .ops.generator import Generator, default_generator, get_rng_state, seed, set_rng_state
 from .ops.rearrange import flip, fliplr, flipud, masked_fill, roll, tile, tril, triu
 from .ops.reduce import all, any, logsumexp, norm, prod, std
-from .ops.sampling import bernoulli, multinomial, normal, randint
+from .ops.sampling import bernoulli, multinomial, normal, randint, randint_like
 from .ops.scan import cumsum
 from .ops.scatter import scatter, scatter_add
 from .ops.sort import argsort, msort, sort, topk
@@ -38,6 +38,7 @@ from .ops.products import addmm, baddbmm, bmm, dot, ger, inner, mm, mv, outer, t
 from .ops.layout import (atleast_1d, atleast_2d, atleast_3d, broadcast_to, column_stack, diag, diagonal, diff, dstack,
                          eye, hstack, index_add, index_fill, meshgrid, repeat_interleave, rot90, row_stack,
                          take_along_dim, tril_indices, triu_indices, vstack)
+from .ops.layout import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from .ops.selection import (aminmax, argwhere, bincount, count_nonzero, cumprod, equal, kthvalue, median, nanmean,
                             nansum, nonzero, std_mean, unique, var_mean)
 arcsin, arccos, arctan = asin, acos, atan
@@ -59,6 +60,10 @@ def is_tensor(obj):
 
 def is_floating_point(x):
     return x.dtype.is_floating_point
+
+
+def numel(x):
+    return x.numel()
 
 
 def get_default_dtype():
@@ -91,6 +96,7 @@ def synchronize(device_name="webgpu"):
 
 from . import data, io, linalg, nn, optim, profiler  # noqa: E402  (they build on the names above)
 from . import utils  # noqa: E402  (torch.utils.data as webgrad.utils.data)
+from . import random  # noqa: E402  (torch.random.manual_seed)
 from .io import load, save  # noqa: E402
 from .capture import jit  # noqa: E402
 from . import amp  # noqa: E402

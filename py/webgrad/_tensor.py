@@ -175,11 +175,23 @@ class Tensor:
     def __int__(self):
         return int(self._scalar())
 
+    def __index__(self):   # x[:t.max() + 1], range(t), a_list[t]
+        if self.dtype.is_floating_point or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
     def _scalar(self):
         if self.numel() != 1:   # ValueError here, RuntimeError from item(): as in torch
             raise ValueError(f"only one element tensors can be converted to Python scalars (this one has "
                              f"{self.numel()})")
         return self.item()
+
+    def __format__(self, spec):   # f"{loss:.4f}": a 0-d tensor formats as its number
+        return format(self.item(), spec) if not self.shape else object.__format__(self, spec)
+
+    def __array__(self, dtype=None, copy=None):   # np.array(t), np.asarray(t)
+        values = self.numpy()
+        return values if dtype is None else values.astype(dtype)
 
     def __bool__(self):
         if self.numel() != 1:
@@ -200,7 +212,7 @@ class Tensor:
         return f"tensor({_format(self.tolist())}, device='{self.device}'{dtype}{grad})"
 
     # ---- devices and dtypes ----
-    def to(self, *args, dtype=None, device=None):
+    def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
         for a in args:
             if isinstance(a, Tensor):
                 dtype, device = a.dtype, a.device
@@ -216,36 +228,24 @@ class Tensor:
             out = elementwise.cast(out, dtypes.as_dtype(dtype))
         if device is not None and resolve_device(device) != out.device:
             out = movement.to_device(out, resolve_device(device))
-        return out
+        return out.clone() if copy and out is self else out
 
-    def cpu(self):
-        return self.to("cpu")
-
-    def type(self, dtype):
-        return self.to(dtype)
-
-    def float(self):
-        return self.to(dtypes.float32)
-
-    def double(self):
-        return self.to(dtypes.float64)
-
-    def half(self):
-        return self.to(dtypes.float16)
-
-    def int(self):
-        return self.to(dtypes.int32)
-
-    def long(self):
-        return self.to(dtypes.int32)
-
-    def bool(self):
-        return self.to(dtypes.bool_)
+    def cpu(self): return self.to("cpu")
+    def type(self, dtype): return self.to(dtype)
+    def type_as(self, other): return self.to(other.dtype)
+    def float(self): return self.to(dtypes.float32)
+    def double(self): return self.to(dtypes.float64)
+    def half(self): return self.to(dtypes.float16)
+    def int(self): return self.to(dtypes.int32)
+    def long(self): return self.to(dtypes.int32)
+    def bool(self): return self.to(dtypes.bool_)
+    def is_floating_point(self): return self.dtype.is_floating_point
+    is_cuda = property(lambda self: False)
 
     def clone(self):
         return elementwise.clone(self)
 
-    def contiguous(self):
+    def contiguous(self, memory_format=None):   # (ops/layout.py's memory_format: any layout serves)
         return self if self.is_contiguous() else elementwise.clone(self)
 
     # ---- elementwise ----
@@ -312,8 +312,8 @@ class Tensor:
     def ge(self, other): return elementwise.ge(self, other)
 
     # ---- reductions (sum, mean, max, ...: ops/reduce.py's, as methods too) ----
-    def softmax(self, dim): return loss.softmax(self, dim)
-    def log_softmax(self, dim): return loss.log_softmax(self, dim)
+    def softmax(self, dim, dtype=None): return loss.softmax(self, dim, dtype)
+    def log_softmax(self, dim, dtype=None): return loss.log_softmax(self, dim, dtype)
 
     # ---- movement (reshape, view, permute, ...: tensor_methods of ops/movement.py, ops/indexing.py) ----
     @property

@@ -99,23 +99,21 @@ class MaxPool2d(Module):
 
 
 class AvgPool2d(Module):
-    """Mean over kh x kw windows; zero padding counts in the mean (count_include_pad=True)."""
+    """Mean over kh x kw windows (F.avg_pool2d)."""
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
         super().__init__()
         no_ceil_mode("AvgPool2d", ceil_mode)
-        if not count_include_pad:
-            raise NotImplementedError("AvgPool2d: count_include_pad=False is not supported")
-        if divisor_override is not None:
-            raise NotImplementedError("AvgPool2d: divisor_override is not supported")
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride
         self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
+        self.divisor_override = divisor_override
         check_pool_padding(kernel_size, padding)
 
     def forward(self, input):
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding)
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad,
+                            self.divisor_override)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"

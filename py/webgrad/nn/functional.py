@@ -22,7 +22,7 @@ from ..ops.embedding import embedding
 from ..ops.norm import layer_norm, rms_norm
 from ..ops.padding import pad
 from ..ops.elementwise import gelu as _gelu, leaky_relu, relu, sigmoid, tanh
-from ..ops.loss import log_softmax, softmax
+from ..ops.loss import log_softmax as _log_softmax, softmax as _softmax
 from ..ops.matmul import matmul_with_bias
 from ..ops.movement import write_into
 from ..ops.scatter import one_hot
@@ -292,6 +292,15 @@ def implicit_softmax_dim(name, ndim, stacklevel=3):
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
     return _softmin(input, implicit_softmax_dim("softmin", input.ndim, _stacklevel) if dim is None else dim, dtype)
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    return _softmax(input, implicit_softmax_dim("softmax", input.ndim, _stacklevel) if dim is None else dim, dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    return _log_softmax(input, implicit_softmax_dim("log_softmax", input.ndim, _stacklevel) if dim is None else dim,
+                        dtype)
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):

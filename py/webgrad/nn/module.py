@@ -53,7 +53,45 @@ class Module:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        hooks = self.__dict__.get("_hooks")
+        if not hooks:
+            return self.forward(*args, **kwargs)
+        for hook, with_kwargs in list(hooks["pre"].values()):
+            changed = hook(self, args, kwargs) if with_kwargs else hook(self, args)
+            if changed is not None:
+                if with_kwargs:
+                    args, kwargs = changed
+                else:
+                    args = changed if isinstance(changed, tuple) else (changed,)
+        output = self.forward(*args, **kwargs)
+        for hook, with_kwargs in list(hooks["post"].values()):
+            changed = hook(self, args, kwargs, output) if with_kwargs else hook(self, args, output)
+            output = output if changed is None else changed
+        return output
+
+    # ---- hooks: fn(module, args) before forward, fn(module, args, output) after it ----
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """hook(module, args) (with_kwargs: hook(module, args, kwargs)) runs before each forward; what
+        it returns, if not None, replaces the arguments."""
+        return self._add_hook("pre", hook, prepend, with_kwargs)
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False, always_call=False):
+        """hook(module, args, output) (with_kwargs: hook(module, args, kwargs, output)) runs after
+        each forward; what it returns, if not None, replaces the output."""
+        return self._add_hook("post", hook, prepend, with_kwargs)
+
+    def _add_hook(self, when, hook, prepend, with_kwargs):
+        if "_hooks" not in self.__dict__:
+            object.__setattr__(self, "_hooks", {"pre": {}, "post": {}})
+        hooks = self._hooks[when]
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = (hook, with_kwargs)
+        if prepend:   # first in order, in the same dict (other handles hold it)
+            rest = dict(hooks)
+            hooks.clear()
+            hooks[handle.id] = rest.pop(handle.id)
+            hooks.update(rest)
+        return handle
 
     # ---- attribute registration (PyTorch's rules) ----
     def __setattr__(self, name, value):
@@ -316,10 +354,27 @@ class Module:
         return text + ")"
 
 
+class RemovableHandle:
+    """What register_*_hook returns: remove() (or leaving a `with` block) takes the hook away."""
+    _ids = iter(range(1 << 62))
+
+    def __init__(self, hooks):
+        self.hooks, self.id = hooks, next(RemovableHandle._ids)
+
+    def remove(self):
+        self.hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
 def _parse_to(args, kwargs):
     """(device, dtype) among Module.to's arguments, as Tensor.to reads them; either may be None."""
     device, dtype = kwargs.get("device"), kwargs.get("dtype")
-    unknown = set(kwargs) - {"device", "dtype", "non_blocking"}
+    unknown = set(kwargs) - {"device", "dtype", "non_blocking", "memory_format"}
     if unknown:
         raise TypeError(f"to() got an unexpected keyword argument '{sorted(unknown)[0]}'")
     for a in args:

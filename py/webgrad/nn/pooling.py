@@ -84,15 +84,14 @@ class AvgPool1d(Module):
         super().__init__()
         if ceil_mode:
             raise NotImplementedError("AvgPool1d: ceil_mode=True is not supported")
-        if not count_include_pad:
-            raise NotImplementedError("AvgPool1d: count_include_pad=False is not supported")
         self.kernel_size = (_single(kernel_size, "kernel_size"),)
         self.stride = self.kernel_size if stride is None else (_single(stride, "stride"),)
         self.padding = (_single(padding, "padding"),)
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
 
     def forward(self, input):
-        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding)
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding,
+                            count_include_pad=self.count_include_pad)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"

@@ -15,7 +15,7 @@ import math
 
 from ..amp import autocast_op
 from .. import dtypes
-from .elementwise import MapOp, _map, add as _add, div as _divide, mul, neg, sub as _sub
+from .elementwise import DIV, MapOp, _map, add as _add, div as _divide, mul, neg, sub as _sub, zero_gradient
 from .inplace import modify
 from .unary import wgsl_atan
 from .._tensor import Tensor, tensor_method
@@ -25,10 +25,6 @@ def _np_int_quotient(np, a, b, rounding):
     """Integer a / b rounded (np.trunc or np.floor), a where b is 0 (what WGSL's `/` gives)."""
     safe = np.where(b == 0, 1, b)
     return np.where(b == 0, a, rounding(a / safe))   # float64 quotients of int32 round exactly
-
-
-def _zero_grads(g, a, b, o):
-    return g * 0.0
 
 
 def _steps_down(r):
@@ -47,7 +43,7 @@ REMAINDER = MapOp("remainder", f"select({_FLOAT_REM}, {_FLOAT_REM} + b, {_steps_
                   lambda np, a, b: np.remainder(a, b),
                   (lambda g, a, b, o: g, lambda g, a, b, o: -g * div(a, b, rounding_mode="floor")))
 DIV_TRUNC_INT = MapOp("div_trunc_int", "a / b", lambda np, a, b: _np_int_quotient(np, a, b, np.trunc))
-DIV_TRUNC = MapOp("div_trunc", "trunc(a / b)", lambda np, a, b: np.trunc(a / b), (_zero_grads, _zero_grads))
+DIV_TRUNC = MapOp("div_trunc", "trunc(a / b)", lambda np, a, b: np.trunc(a / b), (zero_gradient, zero_gradient))
 DIV_FLOOR_INT = MapOp("div_floor_int", f"select(a / b, a / b - T(1), {_steps_down(_INT_REM)})",
                       lambda np, a, b: _np_int_quotient(np, a, b, np.floor))
 # torch's (and Python's) float floor division: (a - fmod(a, b)) / b is (nearly) a whole number, then
@@ -55,7 +51,16 @@ DIV_FLOOR_INT = MapOp("div_floor_int", f"select(a / b, a / b - T(1), {_steps_dow
 _WHOLE = f"((a - {_FLOAT_REM}) / b - select(T(0), T(1), {_steps_down(_FLOAT_REM)}))"
 DIV_FLOOR = MapOp("div_floor", f"select(floor({_WHOLE}) + select(T(0), T(1), {_WHOLE} - floor({_WHOLE}) > T(0.5)), "
                                "a / b, b == T(0))",
-                  lambda np, a, b: np.floor_divide(a, b), (_zero_grads, _zero_grads))
+                  lambda np, a, b: np.floor_divide(a, b), (zero_gradient, zero_gradient))
+
+
+def _no_derivative(g, *operands):
+    raise RuntimeError("derivative for floor_divide is not implemented (div(rounding_mode='floor') has one: "
+                       "zero)")
+
+
+# `//` and floor_divide: div_floor whose backward raises, as torch's
+FLOOR_DIVIDE = MapOp("floor_divide", DIV_FLOOR.wgsl, DIV_FLOOR.numpy, (_no_derivative, _no_derivative))
 _ATAN = wgsl_atan("(a / b)")   # (not WGSL's atan2: lavapipe's is off by 1e-4 as its atan is)
 ATAN2 = MapOp("atan2", f"select(select({_ATAN}, {_ATAN} + select(-{math.pi!r}, {math.pi!r}, a >= 0.0), b < 0.0), "
                        "0.0, a == 0.0 && b == 0.0)",
@@ -103,22 +108,33 @@ def _scaled(other, alpha):
     return other if alpha == 1 else mul(other, alpha) if isinstance(other, Tensor) else other * alpha
 
 
-@tensor_method
-def div(input, other, *, rounding_mode=None):
-    """input / other; rounding_mode 'trunc' or 'floor' rounds the quotient (integers stay integers)."""
+def _division(rounding_mode, a, b):
+    """The MapOp of a / b with div's rounding_mode (None, 'trunc' or 'floor')."""
     if rounding_mode is None:
-        return _divide(input, other)
+        return DIV
     if rounding_mode not in ("trunc", "floor"):
         raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
                            f"'{rounding_mode}'")
     ops = {"trunc": (DIV_TRUNC_INT, DIV_TRUNC), "floor": (DIV_FLOOR_INT, DIV_FLOOR)}[rounding_mode]
-    return _map(_chosen(f"div_{rounding_mode}", ops, input, other), input, other)
+    return _chosen(f"div_{rounding_mode}", ops, a, b)
+
+
+@tensor_method
+def div(input, other, *, rounding_mode=None):
+    """input / other; rounding_mode 'trunc' or 'floor' rounds the quotient (integers stay integers)."""
+    return _map(_division(rounding_mode, input, other), input, other)
+
+
+@tensor_method
+def div_(x, other, *, rounding_mode=None):
+    return modify(x, _division(rounding_mode, x, other), x, other)
 
 
 @tensor_method
 def floor_divide(input, other):
-    """input // other (rounded down, as Python's //). Its gradient is zero (torch has none)."""
-    return div(input, other, rounding_mode="floor")
+    """input // other (rounded down, as Python's //). Like torch's it has no derivative: backward
+    through it raises (div(rounding_mode='floor')'s gradient is zero)."""
+    return _map(_chosen("div_floor", (DIV_FLOOR_INT, FLOOR_DIVIDE), input, other), input, other)
 
 
 @tensor_method
@@ -145,7 +161,7 @@ def fmod_(x, other):
 
 @tensor_method
 def floor_divide_(x, other):
-    return modify(x, _chosen("div_floor", (DIV_FLOOR_INT, DIV_FLOOR), x, other), x, other)
+    return modify(x, _chosen("div_floor", (DIV_FLOOR_INT, FLOOR_DIVIDE), x, other), x, other)
 
 
 @tensor_method
@@ -184,7 +200,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1):
 
 # operators and torch's other names
 Tensor.__mod__, Tensor.__floordiv__ = remainder, floor_divide
-Tensor.__imod__, Tensor.__ifloordiv__ = remainder_, floor_divide_
+Tensor.__imod__, Tensor.__ifloordiv__, Tensor.__itruediv__ = remainder_, floor_divide_, div_
 Tensor.__rmod__ = lambda self, other: remainder(other, self)
 Tensor.__rfloordiv__ = lambda self, other: floor_divide(other, self)
 subtract, multiply, divide, true_divide, negative, arctan2 = sub, mul, div, _divide, neg, atan2

@@ -9,6 +9,7 @@ from ..amp import autocast_op
 from .. import dtypes
 from ..autograd import Function
 from .creation import full
+from .inplace import TYPE_NAMES
 from .movement import _as_view, _slice_view, write_into
 from .half import computes_in_float32
 from .._tensor import Tensor
@@ -183,6 +184,24 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     return (out, indices) if return_indices else out
 
 
-def avg_pool2d(x, kernel_size, stride=None, padding=0):
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    """Mean over each window: its sum over kh * kw (zero padding counted), over the real pixels it
+    covers (count_include_pad=False) or over divisor_override. Integer input (int32, standing for
+    torch's int64) averages to an integer rounded toward zero, as torch's; uint8 and bool raise, as torch's."""
+    if x.dtype in (dtypes.uint8, dtypes.bool_):
+        raise NotImplementedError(f'"avg_pool2d" not implemented for \'{TYPE_NAMES[x.dtype.name]}\'')
+    if divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    no_ceil_mode("avg_pool2d", ceil_mode)
     ph, pw = check_pool_padding(kernel_size, padding)
-    return windows(pad(x, (pw, pw, ph, ph)), kernel_size, stride).mean((2, 3))
+    cells = windows(pad(x, (pw, pw, ph, ph)), kernel_size, stride)
+    counted = count_include_pad or not (ph or pw)
+    if x.dtype.is_floating_point and counted and divisor_override is None:
+        return cells.mean((2, 3))
+    if divisor_override is not None or counted:
+        divisor = divisor_override or cells.shape[2] * cells.shape[3]
+    else:   # how many of the input's pixels each window covers
+        ones = full((1, 1, *x.shape[2:]), 1, dtype=x.dtype, device=x.device)
+        divisor = windows(pad(ones, (pw, pw, ph, ph)), kernel_size, stride).sum((2, 3))
+    sums = cells.sum((2, 3))
+    return sums / divisor if x.dtype.is_floating_point else sums.div(divisor, rounding_mode="trunc")

@@ -72,8 +72,6 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
     if ceil_mode:
         raise NotImplementedError("avg_pool1d: ceil_mode=True is not supported")
-    if not count_include_pad:
-        raise NotImplementedError("avg_pool1d: count_include_pad=False is not supported")
     x, unbatched = _batched(input, "avg_pool1d")
     kernel, stride, padding, _ = _pool_geometry(kernel_size, stride, padding)
-    return _restore(avg_pool2d(x, kernel, stride, padding), unbatched)
+    return _restore(avg_pool2d(x, kernel, stride, padding, count_include_pad=count_include_pad), unbatched)

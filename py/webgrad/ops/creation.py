@@ -11,7 +11,7 @@ import struct
 from .. import dtypes
 from ..backends import get_backend, resolve_device
 from ..backends.base import FILL, PERMUTATION_ROUNDS, Elementwise
-from .._tensor import Tensor
+from .._tensor import Tensor, tensor_method
 from .elementwise import where
 from .generator import default_generator, initial_seed, manual_seed  # noqa: F401  (re-exported: webgrad.manual_seed)
 
@@ -73,6 +73,30 @@ def ones_like(x, *, dtype=None, device=None, requires_grad=False):
 def full_like(x, fill_value, *, dtype=None, device=None, requires_grad=False):
     return full(x.shape, fill_value, dtype=dtype or x.dtype, device=device or x.device,
                 requires_grad=requires_grad)
+
+
+# x.new_*: a new tensor of x's dtype on x's device, unless told otherwise
+@tensor_method
+def new_tensor(x, data, *, dtype=None, device=None, requires_grad=False):
+    return tensor(data, dtype=dtype or x.dtype, device=device or x.device, requires_grad=requires_grad)
+
+
+@tensor_method
+def new_full(x, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    return full(size, fill_value, dtype=dtype or x.dtype, device=device or x.device, requires_grad=requires_grad)
+
+
+@tensor_method
+def new_zeros(x, *size, dtype=None, device=None, requires_grad=False):
+    return new_full(x, _shape(size), 0, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+@tensor_method
+def new_ones(x, *size, dtype=None, device=None, requires_grad=False):
+    return new_full(x, _shape(size), 1, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+new_empty = Tensor.new_empty = new_zeros   # (zeros: an empty tensor's values are unspecified)
 
 
 def _number(v):
@@ -249,10 +273,13 @@ def _flatten(data, depth, shape, flat):
             raise ValueError(f"expected sequence of length {shape[depth]} at dim {depth} (got {len(data)})")
         for item in data:
             _flatten(item, depth + 1, shape, flat)
+    elif hasattr(data, "__array_interface__") and not isinstance(data, Tensor):   # NumPy arrays and scalars
+        _flatten(data.tolist(), depth, shape, flat)
     elif isinstance(data, (bool, int, float)) or hasattr(data, "__float__"):
         if depth != len(shape):
             raise TypeError("ragged nested sequence: every element at one depth must be a list or a number")
-        flat.append(data if isinstance(data, (bool, int, float)) else float(data))
+        flat.append(data if isinstance(data, (bool, int, float)) else data._scalar() if isinstance(data, Tensor)
+                    else float(data))
     elif isinstance(data, (str, bytes)):
         raise TypeError(f"can't make a tensor from an element of type {type(data).__name__}")
     else:

@@ -49,6 +49,13 @@ def _pow(np, a, b):
     return np.power(a, b)
 
 
+def zero_gradient(g, *operands):
+    """The gradient of a piecewise-constant op (sign, floor, round, ...): zeros, as PyTorch gives
+    (not None: x.grad is then a tensor), whatever g holds."""
+    from .creation import zeros_like
+    return zeros_like(g)
+
+
 _SQRT1_2 = 0.7071067811865476
 _INV_SQRT_2PI = 0.3989422804014327
 _BOOL = "bool"
@@ -91,7 +98,7 @@ LOG = MapOp("log", "log_f(a)", lambda np, a: np.log(a), (lambda g, a, o: g / a,)
 SQRT = MapOp("sqrt", "sqrt(a)", lambda np, a: np.sqrt(a), (lambda g, a, o: g / (2 * o),), floating=True)
 ABS = MapOp("abs", "abs(a)", lambda np, a: np.abs(a), (lambda g, a, o: g * sign(a),))
 SIGN = MapOp("sign", f"select(sign(a), T(0), {_nan('a')})", lambda np, a: np.where(a != a, 0, np.sign(a)),
-             (lambda g, a, o: None,))   # sign(NaN) is 0 in PyTorch
+             (zero_gradient,))   # sign(NaN) is 0 in PyTorch
 # relu's gradient as one kernel rather than g * (a > 0), two
 RELU_BACKWARD = MapOp("relu_backward", "select(T(0), a, b > T(0))",
                       lambda np, g, a: np.where(a > 0, g, np.zeros_like(g)))
@@ -330,11 +337,20 @@ def bitwise_not(x): return _map(BITWISE_NOT, x)
 def clone(x): return _map(IDENTITY, x)
 
 
-def where(condition, x, y):
+def where(condition, input=None, other=None):
+    """input where condition holds, else other; where(condition) alone is nonzero(condition, as_tuple=True)."""
+    if input is None and other is None:
+        from .selection import nonzero
+        return nonzero(condition, as_tuple=True)
+    if input is None or other is None:
+        raise TypeError("where() takes a condition alone, or a condition, input and other")
     if isinstance(condition, Tensor) and condition.dtype is not dtypes.bool_:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
                            f"{condition.dtype.name}")
-    return _map(WHERE, condition, x, y)
+    return _map(WHERE, condition, input, other)
+
+
+Tensor.where = lambda self, condition, other: where(condition, self, other)
 
 
 def clamp(x, min=None, max=None):

@@ -14,7 +14,7 @@ from .. import dtypes
 from ..autograd import Function, bump_version, is_grad_enabled, version
 from ..backends.base import FILL, flat
 from .creation import full, rand, randn
-from .elementwise import (ABS, ADD, BITWISE_AND, BITWISE_NOT, BITWISE_OR, BITWISE_XOR, CLAMP, DIV, EXP, IDENTITY, LOG,
+from .elementwise import (ABS, ADD, BITWISE_AND, BITWISE_NOT, BITWISE_OR, BITWISE_XOR, CLAMP, EXP, IDENTITY, LOG,
                           LOGICAL_AND, LOGICAL_NOT, LOGICAL_OR, LOGICAL_XOR, MUL, NEG, POW, RELU, SIGMOID, SQRT, SUB,
                           TANH, Map, MapOp, _on_bools, _Plan, cast_op)
 from .movement import _as_view, broadcast_shapes, expand, write_into
@@ -224,8 +224,6 @@ def sub_(x, other, *, alpha=1):
 @tensor_method
 def mul_(x, other): return modify(x, MUL, x, other)
 @tensor_method
-def div_(x, other): return modify(x, DIV, x, other)
-@tensor_method
 def pow_(x, exponent): return modify(x, POW, x, exponent)
 @tensor_method
 def neg_(x): return modify(x, NEG, x)
@@ -330,8 +328,6 @@ def __iadd__(x, other): return add_(x, other)
 def __isub__(x, other): return sub_(x, other)
 @tensor_method
 def __imul__(x, other): return mul_(x, other)
-@tensor_method
-def __itruediv__(x, other): return div_(x, other)
 @tensor_method
 def __iand__(x, other): return bitwise_and_(x, other)
 @tensor_method

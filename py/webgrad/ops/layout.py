@@ -1,8 +1,8 @@
 """torch's arrangement helpers built from views, cat, gather and where: eye, tril_indices and
 triu_indices, diag, diagonal (a view), the atleast_*d family and the stacks (hstack, vstack,
 column_stack, dstack), broadcast_to, meshgrid, rot90, diff, take_along_dim, repeat_interleave,
-index_add and index_fill. Each is a composition of ops that already run on both devices, so their
-gradients come with them."""
+index_add and index_fill; and torch's memory formats. Each is a composition of ops that already
+run on both devices, so their gradients come with them."""
 from .. import dtypes
 from ..autograd import Function
 from .creation import arange, tensor, zeros
@@ -11,6 +11,22 @@ from .elementwise import where
 from .movement import _as_view, broadcast_shapes, cat, expand, wrap_dim, write_into
 from .rearrange import flip
 from .._tensor import Tensor, tensor_method
+
+
+class memory_format:
+    """torch.memory_format (channels_last, ...): a request for a dims order in memory. webgrad's
+    kernels read any strides, so Tensor.to, Tensor.contiguous and Module.to take one and keep the
+    layout they have."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"webgrad.{self.name}"
+
+
+contiguous_format, preserve_format = memory_format("contiguous_format"), memory_format("preserve_format")
+channels_last, channels_last_3d = memory_format("channels_last"), memory_format("channels_last_3d")
 
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):

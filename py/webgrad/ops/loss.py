@@ -70,12 +70,15 @@ def _float(x, name):
 
 
 @autocast_op
-def softmax(x, dim):
+def softmax(x, dim, dtype=None):
+    """Along dim; with dtype, of x cast to it first."""
+    x = x if dtype is None else x.to(dtype)
     return _Softmax.apply(_float(x, "softmax"), wrap_dim(dim, x.ndim))
 
 
 @autocast_op
-def log_softmax(x, dim):
+def log_softmax(x, dim, dtype=None):
+    x = x if dtype is None else x.to(dtype)
     return _LogSoftmax.apply(_float(x, "log_softmax"), wrap_dim(dim, x.ndim))
 
 

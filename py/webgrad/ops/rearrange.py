@@ -21,11 +21,11 @@ def _sizes(args):
 
 
 @tensor_method
-def flip(x, *dims):
-    """x with the order of the elements along dims reversed: a gather along each."""
+def flip(x, *listed, dims=None):
+    """x with the order of the elements along dims (flip(x, dims), x.flip(0, 1)) reversed: a gather along each."""
     from .creation import arange
     out = x
-    for d in _dim_list(_sizes(dims), x.ndim, "flip"):
+    for d in _dim_list(_sizes(listed) if dims is None else _sizes((dims,)), x.ndim, "flip"):
         n = x.shape[d]
         if n > 1:
             out = out.index_select(d, arange(n - 1, -1, -1, device=x.device))

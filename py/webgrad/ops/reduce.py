@@ -13,14 +13,14 @@ from ..amp import autocast_op
 from .. import dtypes
 from ..backends.base import ARGMAX, ARGMIN, MAX, MIN, SUM, Reduction
 from ..autograd import Function
-from .elementwise import MapOp, _map, maximum, minimum, where
+from .elementwise import MapOp, _map, maximum, minimum, where, zero_gradient
 from .movement import wrap_dim
 from .._tensor import Tensor, tensor_method
 
 PROD = Reduction("prod", "T(1)", "acc = acc * v;", lambda np, a, axes: a.prod(axis=axes))
 # 1 where x is nonzero: the 0-"norm"'s terms, whose gradient is zero (not none), as in PyTorch
 NONZERO = MapOp("nonzero", "select(T(0), T(1), a != T(0))", lambda np, a: (a != 0).astype(a.dtype),
-                (lambda g, a, o: g * 0.0,))
+                (zero_gradient,))
 
 
 def reduction(fn):

@@ -8,6 +8,7 @@ import math
 
 from .. import dtypes
 from .creation import _f32, tensor
+from .inplace import TYPE_NAMES
 from .reduce import amax
 
 _INTERPOLATE_MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "lanczos", "area", "nearest-exact")
@@ -164,6 +165,11 @@ def _adaptive(x, output_size, spatial, name, reduce):
     if any(s < 0 for s in sizes) or any(n == 0 for n in x.shape[first:]):
         raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch dimensions, but "
                            f"input has sizes {list(x.shape)} with output_size {sizes}")
+    if reduce is _bin_mean and not x.dtype.is_floating_point:   # torch refuses them (to one cell, as mean())
+        if all(s == 1 for s in sizes):
+            raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating point "
+                               f"or complex dtype. Got: {TYPE_NAMES[x.dtype.name]}")
+        raise NotImplementedError(f'"{name}" not implemented for \'{TYPE_NAMES[x.dtype.name]}\'')
     for i, out_size in enumerate(sizes):
         x = _pooled(x, first + i, out_size, reduce)
     return x

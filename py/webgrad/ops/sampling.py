@@ -35,6 +35,13 @@ def randint(*args, size=None, generator=None, dtype=None, device=None, requires_
     return out.requires_grad_() if requires_grad else out
 
 
+def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
+    """randint over input's shape (randint_like(x, high) or randint_like(x, low, high)), in its dtype and device."""
+    low, high = (0, low) if high is None else (low, high)
+    return randint(low, high, input.shape, dtype=dtype or input.dtype, device=device or input.device,
+                   requires_grad=requires_grad)
+
+
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
     """Normal draws of mean and std (numbers, or tensors broadcast together); with numbers, size
     gives the shape. Differentiable in tensor mean and std, as in PyTorch."""

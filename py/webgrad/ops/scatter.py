@@ -1,10 +1,11 @@
-"""scatter_add and scatter (out of place) along a dim by an index, and one_hot. They run on the
+"""scatter_add and scatter (and in place) along a dim by an index, and one_hot. They run on the
 gather family's scatter-add kernel (backend.scatter_add, gather's adjoint); src's gradient is
 gather's, at the index."""
 from ..amp import autocast_op
 from .. import dtypes
 from ..autograd import Function
 from .elementwise import where
+from .inplace import assign
 from .movement import wrap_dim
 from .half import computes_in_float32
 from .._tensor import Tensor, tensor_method
@@ -72,6 +73,16 @@ def scatter(x, dim, index, src=None, *, value=None, reduce=None):
     placed = _scattered(src.to(dtypes.float32 if not src.dtype.is_floating_point else src.dtype), dim, index,
                         tuple(x.shape))
     return where(hits > 0, placed / hits.clamp(min=1.0), x).to(x.dtype)
+
+
+@tensor_method
+def scatter_(x, dim, index, src=None, *, value=None, reduce=None):
+    return assign(x, scatter(x, dim, index, src, value=value, reduce=reduce))
+
+
+@tensor_method
+def scatter_add_(x, dim, index, src):
+    return assign(x, scatter_add(x, dim, index, src))
 
 
 def one_hot(tensor, num_classes=-1):

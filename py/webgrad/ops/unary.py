@@ -11,7 +11,7 @@ import math
 from ..amp import autocast_op
 from ..backends.base import wgsl_is_nan
 from .._tensor import Tensor, tensor_method
-from .elementwise import _BOOL, MapOp, _map, exp, log, sign, where
+from .elementwise import _BOOL, MapOp, _map, exp, log, sign, where, zero_gradient
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
@@ -80,11 +80,6 @@ def _np_erf(np, a):
     return np.where(np.abs(a) < 1, a * np.polynomial.polynomial.polyval(a * a, _ERF_P), _erf(np, a)).astype(a.dtype)
 
 
-def _zero_grad(g, a, o):
-    """Piecewise-constant ops: PyTorch's gradient is zeros, not None."""
-    return g * 0.0
-
-
 LOG2 = MapOp("log2", f"log_f(a) * {1 / _LN2!r}", lambda np, a: np.log2(a), (lambda g, a, o: g / (a * _LN2),),
              floating=True)
 LOG10 = MapOp("log10", f"log_f(a) * {1 / _LN10!r}", lambda np, a: np.log10(a),
@@ -103,10 +98,10 @@ RSQRT = MapOp("rsqrt", "inverseSqrt(a)", lambda np, a: 1 / np.sqrt(a), (lambda g
               floating=True)
 RECIPROCAL = MapOp("reciprocal", "1.0 / a", lambda np, a: 1 / a, (lambda g, a, o: -g * o * o,), floating=True)
 SQUARE = MapOp("square", "a * a", lambda np, a: a * a, (lambda g, a, o: g * a * 2.0,))
-FLOOR = MapOp("floor", "floor(a)", lambda np, a: np.floor(a), (_zero_grad,))
-CEIL = MapOp("ceil", "ceil(a)", lambda np, a: np.ceil(a), (_zero_grad,))
-ROUND = MapOp("round", "round(a)", lambda np, a: np.round(a), (_zero_grad,))   # halves to even, as in PyTorch
-TRUNC = MapOp("trunc", "trunc(a)", lambda np, a: np.trunc(a), (_zero_grad,))
+FLOOR = MapOp("floor", "floor(a)", lambda np, a: np.floor(a), (zero_gradient,))
+CEIL = MapOp("ceil", "ceil(a)", lambda np, a: np.ceil(a), (zero_gradient,))
+ROUND = MapOp("round", "round(a)", lambda np, a: np.round(a), (zero_gradient,))   # halves to even, as in PyTorch
+TRUNC = MapOp("trunc", "trunc(a)", lambda np, a: np.trunc(a), (zero_gradient,))
 FRAC = MapOp("frac", "a - trunc(a)", lambda np, a: a - np.trunc(a), (lambda g, a, o: g,))
 ERF = MapOp("erf", wgsl_erf("a"), _np_erf, (lambda g, a, o: g * exp(-a * a) * (2 / math.sqrt(math.pi)),),
             floating=True)

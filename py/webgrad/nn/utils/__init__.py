@@ -9,11 +9,12 @@ its partials into the norm, and one scale kernel multiplies them all (Backend.sc
 """
 import math
 
-from .. import dtypes
-from .._tensor import Tensor
-from ..autograd import no_grad
-from ..ops.creation import tensor
-from ..ops.movement import cat, stack, write_into
+from ... import dtypes
+from ..._tensor import Tensor
+from ...autograd import no_grad
+from ...ops.creation import tensor
+from ...ops.movement import cat, stack, write_into
+from . import rnn  # (torch.nn.utils.rnn, imported as torch does)
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm",
            "parameters_to_vector", "vector_to_parameters"]
