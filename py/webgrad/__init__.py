@@ -23,7 +23,7 @@ from .ops.generator import Generator, default_generator, get_rng_state, seed, se
 from .ops.rearrange import flip, fliplr, flipud, masked_fill, roll, tile, tril, triu
 from .ops.reduce import all, any, logsumexp, norm, prod, std
 from .ops.sampling import bernoulli, multinomial, normal, randint, randint_like
-from .ops.scan import cumsum
+from .ops.scan import cumprod, cumsum
 from .ops.scatter import scatter, scatter_add
 from .ops.sort import argsort, msort, sort, topk
 from .ops.unary import (acos, allclose, asin, atan, ceil, cos, erf, expm1, floor, frac, isclose, isfinite,
@@ -39,7 +39,7 @@ from .ops.layout import (atleast_1d, atleast_2d, atleast_3d, broadcast_to, colum
                          eye, hstack, index_add, index_fill, meshgrid, repeat_interleave, rot90, row_stack,
                          take_along_dim, tril_indices, triu_indices, vstack)
 from .ops.layout import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
-from .ops.selection import (aminmax, argwhere, bincount, count_nonzero, cumprod, equal, kthvalue, median, nanmean,
+from .ops.selection import (aminmax, argwhere, bincount, count_nonzero, equal, kthvalue, median, nanmean,
                             nansum, nonzero, std_mean, unique, var_mean)
 arcsin, arccos, arctan = asin, acos, atan
 clip = clamp

@@ -5,7 +5,6 @@ std_mean, nansum, nanmean, count_nonzero, cumprod."""
 import builtins
 import collections
 
-from ..amp import autocast_op
 from .. import dtypes
 from .creation import ones, tensor, zeros
 from ..backends.base import wgsl_is_nan
@@ -190,23 +189,3 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     return nansum(input, dim, keepdim, dtype=dtype) / counted
 
 
-@tensor_method
-@autocast_op
-def cumprod(input, dim, *, dtype=None):
-    """The running product along dim, by doubling: after the step with shift s each place holds the
-    product of the 2s places up to it (log2(n) elementwise passes, exact with zeros and negatives,
-    and differentiable as they are)."""
-    if dtype is not None:
-        input = input.to(dtype)
-    elif not input.dtype.is_floating_point:
-        input = input.to(dtypes.int32)
-    if input.ndim == 0:
-        wrap_dim(dim, 0)
-        return input.clone()
-    dim = wrap_dim(dim, input.ndim)
-    size, out, shift = input.shape[dim], input, 1
-    while shift < size:
-        lead = ones(input.shape[:dim] + (shift,) + input.shape[dim + 1:], dtype=out.dtype, device=out.device)
-        out = out * cat([lead, out.narrow(dim, 0, size - shift)], dim)
-        shift *= 2
-    return out if size > 1 else input.clone()
