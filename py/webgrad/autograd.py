@@ -18,6 +18,8 @@ import contextlib
 import math
 import weakref
 
+from .dtypes import TYPE_NAMES
+
 _grad_enabled = True
 _anomaly = False
 _versions = {}   # id(storage) -> times written in place (absent: 0)
@@ -42,7 +44,6 @@ def check_saved(t):
     key = id(t._storage)
     expected = _unpacking.get(key)
     if expected is not None and _versions.get(key, 0) != expected:
-        from .ops.inplace import TYPE_NAMES
         what = f" which is output 0 of {_op_name(t._ctx)}," if t._ctx is not None else ""
         raise RuntimeError(
             f"one of the variables needed for gradient computation has been modified by an inplace operation: "

@@ -55,6 +55,10 @@ def as_dtype(value):
         return _BY_NAME[name]
     raise TypeError(f"unsupported dtype {value!r}; webgrad has {', '.join(_BY_NAME)}")
 
+# dtypes as PyTorch's messages name them
+TYPE_NAMES = {"float32": "Float", "float64": "Double", "int32": "Int", "uint8": "Byte", "bool": "Bool",
+              "float16": "Half", "bfloat16": "BFloat16"}
+
 
 def check_supported(dtype, device):
     """Raise for a dtype no tensor on device can hold (bfloat16 nowhere yet, float64 on the cpu

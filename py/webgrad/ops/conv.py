@@ -9,7 +9,7 @@ from ..amp import autocast_op
 from .. import dtypes
 from ..autograd import Function
 from .creation import full
-from .inplace import TYPE_NAMES
+from ..dtypes import TYPE_NAMES
 from .movement import _as_view, _slice_view, write_into
 from .half import computes_in_float32
 from .._tensor import Tensor

@@ -11,6 +11,7 @@ does it: the base's new values are its old ones with the view's region replaced 
 import math
 
 from .. import dtypes
+from ..dtypes import TYPE_NAMES
 from ..autograd import Function, bump_version, is_grad_enabled, version
 from ..backends.base import FILL, flat
 from .creation import full, rand, randn
@@ -23,9 +24,6 @@ from .._tensor import Tensor, tensor_method
 # a + b * c: add_/sub_ with alpha, addcmul_, addcdiv_, lerp_, and the affine step of uniform_/normal_
 ADD_SCALED = MapOp("add_scaled", "a + b * c", lambda np, a, b, c: a + b * c,
                    (lambda g, a, b, c, o: g, lambda g, a, b, c, o: g * c, None))
-# dtypes as PyTorch's messages name them
-TYPE_NAMES = {"float32": "Float", "float64": "Double", "int32": "Int", "uint8": "Byte", "bool": "Bool",
-              "float16": "Half", "bfloat16": "BFloat16"}
 
 
 def modify(x, op, *operands, assign=False):

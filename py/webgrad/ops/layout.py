@@ -6,7 +6,8 @@ run on both devices, so their gradients come with them."""
 from .. import dtypes
 from ..autograd import Function
 from .creation import arange, tensor, zeros
-from .inplace import TYPE_NAMES, assign
+from ..dtypes import TYPE_NAMES
+from .inplace import assign
 from .elementwise import where
 from .movement import _as_view, broadcast_shapes, cat, expand, wrap_dim, write_into
 from .rearrange import flip

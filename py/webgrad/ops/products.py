@@ -6,7 +6,7 @@ import math
 from ..amp import autocast_op
 from .elementwise import mul
 from .matmul import matmul, matmul_with_bias
-from .inplace import TYPE_NAMES
+from ..dtypes import TYPE_NAMES
 from .._tensor import Tensor, tensor_method
 
 

@@ -8,7 +8,7 @@ import math
 
 from .. import dtypes
 from .creation import _f32, tensor
-from .inplace import TYPE_NAMES
+from ..dtypes import TYPE_NAMES
 from .reduce import amax
 
 _INTERPOLATE_MODES = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "lanczos", "area", "nearest-exact")

@@ -9,7 +9,7 @@ from .. import dtypes
 from .creation import ones, tensor, zeros
 from ..backends.base import wgsl_is_nan
 from .elementwise import MapOp, _map
-from .inplace import TYPE_NAMES
+from ..dtypes import TYPE_NAMES
 from .masking import true_positions
 from .movement import cat, wrap_dim
 from .reduce import amax, amin, mean, std, sum, var
