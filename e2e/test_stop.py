@@ -158,8 +158,9 @@ def test_stop_during_play_leaves_the_scripts_batch_generator_working(page, open_
     for stops in range(4):   # each Stop most likely comes while the generator reads a batch
         before = steps(page)
         page.click("[data-testid=train]")
-        wait_for(page, f"Number(document.querySelector('[data-testid=step-count]').textContent) > {before}"
-                       f" || /^(Error|Paused)/.test({STATUS})", 30)
+        # training again (a step count that catches up with Stop's last step is not enough), or an error
+        wait_for(page, f"({STATUS} === 'Training…' && Number(document.querySelector('[data-testid=step-count]')"
+                       f".textContent) > {before}) || /^(Error|Paused)/.test({STATUS})", 30)
         assert status(page) == "Training…", (stops, status(page), page.text_content("[data-testid=output]"))
         if stops < 3:
             page.wait_for_timeout(400)
