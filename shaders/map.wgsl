@@ -58,7 +58,11 @@ fn fmod_f(a: f32, b: f32) -> f32 {
     // rounded, so 1 % 0.1 gives 0, not 0.09999998. Here each step takes q b off exactly (split
     // Dekker-style into p + e; one step per 24 bits of the quotient, exact below 2^24), and a
     // remainder left on the wrong side of zero steps back by |b|.
-    if (b == 0.0 || a != a || b != b || abs(a) > 3.40282346e38) { return f32_from_bits(0x7fc00000u); }
+    // by bits, as wgsl_is_nan: compilers may assume a == a (a NaN or infinite a, a NaN b: NaN)
+    let a_bits = bitcast<u32>(a) & 0x7fffffffu;
+    if (b == 0.0 || a_bits >= 0x7f800000u || (bitcast<u32>(b) & 0x7fffffffu) > 0x7f800000u) {
+        return f32_from_bits(0x7fc00000u);
+    }
     let split_b = 4097.0 * b;
     let b_hi = split_b - (split_b - b);
     let b_lo = b - b_hi;
