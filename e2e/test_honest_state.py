@@ -115,7 +115,7 @@ def test_the_cnn_warns_that_it_is_slow_here(page):
     page.click("[data-testid=tab-mnist]")
     page.select_option("[data-testid=mnist-model]", "cnn")
     if is_software(page):
-        assert "The CNN is very slow here" in text(page, "mnist-adapter-note")
+        assert "The CNN is slower here" in text(page, "mnist-adapter-note")
         assert "warn" in page.get_attribute("[data-testid=mnist-adapter-note]", "class")
     else:
         assert page.is_hidden("[data-testid=mnist-adapter-note]")

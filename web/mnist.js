@@ -84,7 +84,7 @@ export function mnistView(post, initialHash) {
     note.hidden = !isSoftware;
     note.textContent = 'This browser offers only a software GPU (it computes on the CPU), so the page tests on the '
       + 'first 1000 digits to answer in seconds.' + (settings.model === 'cnn'
-      ? ' The CNN is very slow here: each step takes seconds, and testing 1000 digits tens of seconds; the MLP learns far faster.' : '');
+      ? ' The CNN is slower here, a few steps a second; the MLP learns far faster.' : '');
     note.classList.toggle('warn', settings.model === 'cnn');
   }
 
