@@ -46,7 +46,7 @@ const RG: u32 = OWN / OWN_EACH;            // row groups: THREADS = RG * GROUPS
 const CHUNK: u32 = {{chunk}}u;         // vec4s of the head staged per pass of a product
 const XW: u32 = {{xw}}u;               // vec4s of a staged row of the weighed tile (a multiple of GROUPS;
                                        // {{parts}} of them cover the head)
-const LANES: u32 = {{lanes}}u;         // delta: threads per query
+const LANES: u32 = {{lanes}}u;         // delta and the weights entries: threads per query
 const MASKED: u32 = 0xff800000u;       // -inf's bits
 const LOWEST: f32 = -3.4028234e38;     // a running max before any score
 
@@ -221,85 +221,46 @@ fn delta(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
 }
 
-// The weights entries, for attention that keeps its (L, S) weights (ops/attention.py's _KeptWeights),
-// in place on a contiguous (*B, L, S) matrix in out from offset 0's word: weights turns the raw
-// products s = q k^T into softmax(scale s + mask), 0 where masked (a row with every key masked: all 0);
-// weights_backward turns the weights' gradient dP into the scores' scale * dS = scale P (dP - D),
-// D = rowsum(P dP), P bound as q (contiguous as out). LANES threads a query, each over every LANES-th
-// key (neighbours read neighbours), passes over the row (a row is at most a few KiB: the later ones
-// read from cache), the lanes' shares combined through row_stats (2 THREADS floats); each thread
-// writes only the keys it reads, after every thread has read its row's for the row's statistics.
-fn weights_row(b: vec2<u32>, li: u32) -> u32 {
-    return params_offsets(0u) + (b.x * params.queries + b.y + li / LANES) * params.keys;
+// The weights entries (kernels/attention_entries.py writes them out), for attention that keeps its (L, S)
+// weights (ops/attention.py's _KeptWeights), in place on a contiguous (*B, L, S) matrix in out from
+// offset 0's word: weights turns the raw products s = q k^T into softmax(scale s + mask), 0 where masked
+// (a row with every key masked: all 0); weights_backward turns the weights' gradient dP into the scores'
+// scale * dS = scale P (dP - D), D = rowsum(P dP), P bound as q from offset 1's word. LANES threads a
+// query, each holding every LANES-th key of its row in registers: one read and one write of the row
+// (three passes over it ran at ~1.2 TB/s on the H100). Under a causal mask the keys past the query are
+// not read (their weights and gradients are 0).
+
+// One past the last key that `query`'s weights row reads (none outside the rows).
+fn weights_end(query: u32, inside: bool) -> u32 {
+    return select(0u, select(params.keys, min(params.keys, query + 1u), params.causal == 1u), inside);
 }
 
-@compute @workgroup_size(THREADS)
-fn weights(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-           @builtin(local_invocation_index) li: u32) {
-    let b = block(wg, nwg, params.queries, THREADS / LANES);
-    let query = b.y + li / LANES;
-    let inside = (b.x < params.batch) & (query < params.queries);
-    let at = place(min(b.x, params.batch - 1u));
-    let row = weights_row(b, li);
-    let mask_at = at.mask.start + query * at.mask.row;
-    let lane0 = li - li % LANES;
-    var top = LOWEST;
-    if (inside) {
-        for (var key = li % LANES; key < params.keys; key += LANES) {
-            let s = score(query, key, params.scale * out[row + key], mask_at + key * at.mask.col);
-            top = select(max(top, s), top, is_masked(s));
+// The max (lanes_max) or the sum (lanes_sum) of the LANES threads' values of thread li's query, by a
+// tree through row_stats (a thread reading every lane's ran O(LANES) workgroup reads a thread: slower
+// than the row's own loads at 64 lanes); first THREADS floats for the max, next for the sum, so a sum
+// may follow a max without a barrier between. LANES is a power of two.
+fn lanes_max(li: u32, value: f32) -> f32 {
+    row_stats[li] = value;
+    for (var half = LANES / 2u; half > 0u; half /= 2u) {
+        workgroupBarrier();
+        if (li % LANES < half) {
+            row_stats[li] = max(row_stats[li], row_stats[li + half]);
         }
     }
-    row_stats[li] = top;
     workgroupBarrier();
-    for (var lane = 0u; lane < LANES; lane++) {
-        top = max(top, row_stats[lane0 + lane]);
-    }
-    var total = 0.0;
-    if (inside) {
-        for (var key = li % LANES; key < params.keys; key += LANES) {
-            let s = score(query, key, params.scale * out[row + key], mask_at + key * at.mask.col);
-            total += select(exp(s - top), 0.0, is_masked(s));
-        }
-    }
-    row_stats[THREADS + li] = total;
-    workgroupBarrier();
-    total = 0.0;
-    for (var lane = 0u; lane < LANES; lane++) {
-        total += row_stats[THREADS + lane0 + lane];
-    }
-    let inverse = select(0.0, 1.0 / total, total > 0.0);
-    if (inside) {
-        for (var key = li % LANES; key < params.keys; key += LANES) {
-            let s = score(query, key, params.scale * out[row + key], mask_at + key * at.mask.col);
-            out[row + key] = select(exp(s - top) * inverse, 0.0, is_masked(s));
-        }
-    }
+    return row_stats[li - li % LANES];
 }
 
-@compute @workgroup_size(THREADS)
-fn weights_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                    @builtin(local_invocation_index) li: u32) {
-    let b = block(wg, nwg, params.queries, THREADS / LANES);
-    let inside = (b.x < params.batch) & (b.y + li / LANES < params.queries);
-    let row = weights_row(b, li);
-    var total = 0.0;
-    if (inside) {
-        for (var key = li % LANES; key < params.keys; key += LANES) {
-            total = fma(q[row + key], out[row + key], total);
+fn lanes_sum(li: u32, value: f32) -> f32 {
+    row_stats[THREADS + li] = value;
+    for (var half = LANES / 2u; half > 0u; half /= 2u) {
+        workgroupBarrier();
+        if (li % LANES < half) {
+            row_stats[THREADS + li] += row_stats[THREADS + li + half];
         }
     }
-    row_stats[li] = total;
     workgroupBarrier();
-    var delta = 0.0;
-    for (var lane = li - li % LANES; lane < li - li % LANES + LANES; lane++) {
-        delta += row_stats[lane];
-    }
-    if (inside) {
-        for (var key = li % LANES; key < params.keys; key += LANES) {
-            out[row + key] = params.scale * q[row + key] * (out[row + key] - delta);
-        }
-    }
+    return row_stats[THREADS + li - li % LANES];
 }
 
 {{entries}}

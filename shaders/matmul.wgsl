@@ -48,13 +48,31 @@ var<workgroup> tile_b: array<array<array<vec4<f32>, ROW_B>, BK>, 2>;
 
 {{loaders}}
 
+// Causal attention's products (ops/attention.py's _KeptWeights) leave out what is zero or never read,
+// by `triangle`: 1, a result read only on and below its diagonal (main skips its tiles wholly above
+// it); 2, A zero above its diagonal (K stops past the tile's last row); 3, A zero below its diagonal
+// (K starts at the tile's first row); 0, none. A K range left empty stores zeros.
+fn causal_range(start: ProductStart, row0: u32) -> ProductStart {
+    var piece = start;
+    if (params.triangle == 2u) {
+        piece.k = min(piece.k, row0 + BM);
+    }
+    if (params.triangle == 3u) {
+        piece.k0 = max(piece.k0, row0);
+    }
+    return piece;
+}
+
 @compute @workgroup_size(WX, WY)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
     let m = params.m;
     let n = params.n;
-    let start = product_start(wg.z);   // shaders/matmul_batch.wgsl
     let row0 = wg.y * BM;
     let col0 = wg.x * BN;
+    if (params.triangle == 1u && col0 >= row0 + BM) {
+        return;   // a causal result's tile wholly above its diagonal, never read
+    }
+    let start = causal_range(product_start(wg.z), row0);   // shaders/matmul_batch.wgsl
     let tid = lid.y * WX + lid.x;
 
     // A thread's accumulators, loaded values and tile slots are named variables rather than arrays

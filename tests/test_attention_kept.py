@@ -36,6 +36,17 @@ def test_sdpa_kept_weights(batch, L, S, E, Ev, mask, kept):
     check_op(base._sdpa(F, **kwargs), *inputs, device="webgpu", torch_fn=base._sdpa(TF, **kwargs), grad=[0, 1, 2], fd=False)
 
 
+@pytest.mark.parametrize("L,S", [(9, 300), (5, 1100)], ids=str)
+@pytest.mark.parametrize("mask", ["causal", "bool"])
+def test_sdpa_kept_weights_long_rows(L, S, mask, kept):
+    """Rows past 16 lanes of 16 keys: more lanes a query (32 and 128), each key in a register."""
+    inputs = [randn(2, L, 16), randn(2, S, 16), randn(2, S, 8)]
+    if mask == "bool":
+        inputs.append(rng().random((L, S)) < 0.3)
+    kwargs = {"is_causal": mask == "causal"}
+    check_op(base._sdpa(F, **kwargs), *inputs, device="webgpu", torch_fn=base._sdpa(TF, **kwargs), grad=[0, 1, 2], fd=False)
+
+
 def test_sdpa_kept_weights_layouts(kept, monkeypatch):
     """Strided and broadcast inputs, the GPT's views (out in torch's layout), grouped heads, large
     scores, no queries or keys, MultiheadAttention; and the choice: on a GPU alone, within the budget."""
@@ -57,6 +68,9 @@ def test_sdpa_kept_weights_layouts(kept, monkeypatch):
         assert backend.attention_keeps_weights(1, rows, keys) and backend.attention_keeps_weights(rows, 1, keys)
         assert not backend.attention_keeps_weights(1, rows + 1, keys), "past the budget"
         assert not backend.attention_keeps_weights(1, 16, keys - 1), "under the shortest"
+        longest = attention_kernels.KEPT_MAX_KEYS
+        assert backend.attention_keeps_weights(1, 1, longest), "the longest rows held in registers"
+        assert not backend.attention_keeps_weights(1, 1, longest + 1), "past the longest"
     finally:
         backend.runtime.stop_recording()
 
@@ -71,3 +85,41 @@ def test_sdpa_kept_weights_dispatches(kept, monkeypatch):
     assert len(kernels) == 3, tag(f"forward took {len(kernels)} dispatches")
     out.backward(wg_tensor(randn(2, 3, 21, 32), "webgpu"))
     assert len(kernels) == 3 + 5, tag(f"backward took {len(kernels) - 3} dispatches")
+
+
+@pytest.mark.parametrize("triangle", ["out_tril", "a_tril", "a_triu"])
+@pytest.mark.parametrize("splits", [1, 3])
+def test_causal_products_equal_the_dense_where_read(triangle, splits, monkeypatch):
+    """The products causal attention leaves work out of (kernels/matmul.py's TRIANGLES), through the
+    tiled kernel with small tiles (many along the diagonal) and K in pieces: a result's lower triangle,
+    and whole results of operands zero above or below their diagonals, equal to the dense product."""
+    from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
+    monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda *_: matmul_kernels.MatmulTiles(4, 4, 4, 4, 8))
+    monkeypatch.setattr(matmul_kernels, "MATMUL_SMALL_MACS", 0)
+    monkeypatch.setattr(matmul_kernels, "matmul_splits", lambda *_: splits)
+    rows, cols, inner = (int(v) for v in rng().integers(20, 70, size=3))
+    if triangle == "out_tril":
+        a, b = randn(2, rows, inner), randn(2, inner, cols)
+        read = np.tril(np.ones((rows, cols), bool))
+    else:
+        a = randn(2, rows, cols)
+        a *= (np.tril if triangle == "a_tril" else np.triu)(np.ones((rows, cols), np.float32))
+        b = randn(2, cols, inner)
+        read = np.ones((rows, inner), bool)
+    backend = wg.get_backend("webgpu")
+    x, y = wg_tensor(a, "webgpu"), wg_tensor(b, "webgpu")
+    storage = backend.matmul(x._view, y._view, triangle=triangle)
+    out = wg.Tensor(storage, (2, rows, b.shape[-1]), x.dtype, x.device).numpy()
+    expected = a.astype(np.float64) @ b
+    np.testing.assert_allclose(out[:, read], expected[:, read], atol=1e-4, rtol=1e-4)
+
+
+def test_sdpa_kept_weights_causal_through_tiles(kept, monkeypatch):
+    """Causal attention's six products through the tiled kernel (small tiles, many along the diagonal),
+    forward and backward, against torch."""
+    from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
+    monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda *_: matmul_kernels.MatmulTiles(4, 4, 4, 4, 8))
+    monkeypatch.setattr(matmul_kernels, "MATMUL_SMALL_MACS", 0)
+    inputs = [randn(2, 2, 45, 24), randn(2, 2, 38, 24), randn(2, 2, 38, 20)]
+    check_op(base._sdpa(F, is_causal=True), *inputs, device="webgpu", torch_fn=base._sdpa(TF, is_causal=True),
+             grad=[0, 1, 2], fd=False)

@@ -154,7 +154,9 @@ class Backend:
     def reduce(self, op, x, dims, out_dtype): raise NotImplementedError
 
     # ---- matmul and convolution (bias added in the product's store) ----
-    def matmul(self, a, b, bias=None, bias_dim=-1): raise NotImplementedError
+    # triangle: what of a causal attention's product may be left out (kernels/matmul.py's TRIANGLES);
+    # a dense product is exact wherever it is read
+    def matmul(self, a, b, bias=None, bias_dim=-1, triangle=None): raise NotImplementedError
     def conv2d(self, x, weight, bias, stride, padding, dilation): raise NotImplementedError
     def conv2d_input_grad(self, grad, weight, in_shape, padding, dilation): raise NotImplementedError
     def conv2d_weight_grad(self, grad, x, kernel, stride, padding, dilation): raise NotImplementedError

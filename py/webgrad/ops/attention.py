@@ -76,13 +76,16 @@ class _KeptWeights(Function):
     """Attention through its weights P, kept for the backward: the batched products q k^T, turned into P
     in place (the backend's attention_softmax: scale, mask and softmax in one pass), out = P v; backward
     dv = P^T dout, and dout v^T turned in place into scale dS = scale P (dout v^T - rowsum(P dout v^T)),
-    dq = scale dS k, dk = scale dS^T q. Rows with every key masked have P = 0, so out and dS are 0."""
+    dq = scale dS k, dk = scale dS^T q. Rows with every key masked have P = 0, so out and dS are 0.
+    Causal, the products leave out what is zero or never read: P and dS are 0 above their diagonals,
+    which the weights entries neither read nor keep."""
 
     def forward(self, q, k, v, mask, causal, scale):
-        scores = q @ k.mT
+        self.q, self.k, self.v, self.causal, self.scale = q, k, v, causal, scale
+        scores = self._product(q, k.mT, "out_tril")
         q.backend.attention_softmax(scores._view, None if mask is None else mask._view, causal, scale)
-        self.weights, self.q, self.k, self.v, self.scale = scores, q, k, v, scale
-        out = scores @ v
+        self.weights = scores
+        out = self._product(scores, v, "a_tril")
         strides = _strides_like(out.shape, q)
         if q.backend.attention_layouts and strides != out.stride():   # out in torch's layout, as _Attention's
             out, dense = Tensor(q.backend.empty(out.numel(), q.dtype), out.shape, q.dtype, q.device, strides), out
@@ -91,9 +94,16 @@ class _KeptWeights(Function):
 
     def backward(self, grad):
         weights = self.weights
-        scores_grad = grad @ self.v.mT
-        weights.backend.attention_softmax_backward(scores_grad._view, weights._view, self.scale)
-        return scores_grad @ self.k, scores_grad.mT @ self.q, weights.mT @ grad, None
+        scores_grad = self._product(grad, self.v.mT, "out_tril")
+        weights.backend.attention_softmax_backward(scores_grad._view, weights._view, self.causal, self.scale)
+        return (self._product(scores_grad, self.k, "a_tril"), self._product(scores_grad.mT, self.q, "a_triu"),
+                self._product(weights.mT, grad, "a_triu"), None)
+
+    def _product(self, a, b, triangle):
+        """a @ b, operands of one batch shape; triangle: what of it causal attention leaves out (the
+        backend's matmul), where it is causal."""
+        storage = a.backend.matmul(a._view, b._view, triangle=triangle if self.causal else None)
+        return Tensor(storage, a.shape[:-1] + (b.shape[-1],), a.dtype, a.device)
 
 
 def attention_weights(query, key, attn_mask=None, is_causal=False, scale=None):

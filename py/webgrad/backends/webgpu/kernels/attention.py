@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from .... import dtypes
 from ...base import contiguous_strides
-from .attention_entries import entry_body
+from .attention_entries import entry_body, weights_body
 from .common import check_gpu_dtype, fill, shader
 from .params import ParamBlock, f32, u32
 
@@ -62,8 +62,22 @@ SOFTWARE_DELTA_LANES = 1
 # PyTorch eager with the kept path on every call).
 KEPT_WEIGHTS_BYTES = 256 << 20
 KEPT_MIN_KEYS = 256
-WEIGHTS_LANES = 16   # the weights entries' threads a query (H100: 0.16 ms at (64, 6, 256, 64); 32 a query
-WEIGHTS_THREADS = 64  # in workgroups of 128, 0.23)
+# The weights entries hold a row in registers: WEIGHTS_LANES threads a query holding WEIGHTS_REGS keys
+# each, more lanes for longer rows up to WebGPU's 256 invocations a workgroup, then more keys a thread
+# up to WEIGHTS_MOST_REGS; longer rows keep the fused kernels (KEPT_MAX_KEYS).
+WEIGHTS_LANES = 16
+WEIGHTS_REGS = 16
+WEIGHTS_MOST_LANES = 256
+WEIGHTS_MOST_REGS = 32
+KEPT_MAX_KEYS = WEIGHTS_MOST_LANES * WEIGHTS_MOST_REGS
+
+
+def weights_blocking(keys):
+    """(lanes, regs, threads): the weights entries' threads a query, keys a thread and threads a
+    workgroup (at least 64) for rows of `keys` keys (rounded up to a power of two: few pipelines)."""
+    span = 1 << max(keys - 1, 0).bit_length()
+    lanes = min(WEIGHTS_MOST_LANES, max(WEIGHTS_LANES, span // WEIGHTS_REGS))
+    return lanes, max(1, span // lanes), max(64, lanes)
 
 
 def entry_blockings(entry, is_software):
@@ -160,7 +174,7 @@ class AttentionKernels:
     def attention_keeps_weights(self, batch, queries, keys):
         """Whether attention over `batch` (queries, keys) matrices keeps its weights (KEPT_WEIGHTS_BYTES)."""
         budget = min(KEPT_WEIGHTS_BYTES, self.runtime.max_tensor_bytes)
-        return (not self.is_software and self.runtime.is_recording and keys >= KEPT_MIN_KEYS
+        return (not self.is_software and self.runtime.is_recording and KEPT_MIN_KEYS <= keys <= KEPT_MAX_KEYS
                 and 4 * batch * queries * keys <= budget)
 
     def attention_softmax(self, scores, mask, causal, scale):
@@ -169,10 +183,11 @@ class AttentionKernels:
         float, as attention()'s."""
         self._weights_entry("weights", scores, scores, mask, causal, scale)
 
-    def attention_softmax_backward(self, grad, weights, scale):
+    def attention_softmax_backward(self, grad, weights, causal, scale):
         """In place, the weights' gradient grad (contiguous, as the weights View) becomes the raw
-        products' times scale: scale * weights * (grad - rowsum(grad * weights))."""
-        self._weights_entry("weights_backward", grad, weights, None, False, scale)
+        products' times scale: scale * weights * (grad - rowsum(grad * weights)); causal: the weights
+        past each query's key are 0 (so are their gradients: not read)."""
+        self._weights_entry("weights_backward", grad, weights, None, causal, scale)
 
     def _weights_entry(self, entry, matrix, read, mask, causal, scale):
         """One dispatch of `entry` over View matrix (in place, its (*B, L, S) rows), reading View `read`."""
@@ -190,17 +205,20 @@ class AttentionKernels:
             stats_at=0, dv_at=0, shape=matrix.shape, q_strides=unread, k_strides=unread, v_strides=unread,
             mask_strides=unread if mask is None else mask.strides, dout_strides=unread, out_strides=unread,
             dv_strides=unread, offsets=[matrix.offset, read.offset, 0, 0 if mask is None else mask.offset, 0])
+        lanes, regs, threads = weights_blocking(keys)
+        if regs > WEIGHTS_MOST_REGS:
+            raise ValueError(f"attention's {entry}: rows of {keys} keys, over the {KEPT_MAX_KEYS} kept in registers")
         # the template's tile constants: the weights entries use THREADS and row_stats' size alone
-        tiles = Tiles(threads=WEIGHTS_THREADS, own_each=4, other_each=4, own=4, other=4, chunk=1, xw=1, parts=1,
-                      scratch=1, stats=2 * WEIGHTS_THREADS)
+        tiles = Tiles(threads=threads, own_each=4, other_each=4, own=4, other=4, chunk=1, xw=1, parts=1,
+                      scratch=1, stats=2 * threads)
         pipeline = self.runtime.pipeline(
-            ("attention", entry, tiles, WEIGHTS_LANES),
-            lambda: _attention_source(entry, 0, 0, tiles, lanes=WEIGHTS_LANES), entry=entry,
+            ("attention", entry, tiles, lanes, regs),
+            lambda: _attention_source(entry, 0, 0, tiles, lanes=lanes, regs=regs), entry=entry,
             bindings=("read_write",) + ("read",) * 6)
         # matrix is bound writable, so no other binding may hold its buffer
         other = read.storage if read is not matrix else self._unread_buffer()
         storages = [matrix.storage, other, other, other, other if mask is None else mask.storage, other, other]
-        self.runtime.dispatch(pipeline, storages, words, batch * -(-queries // (WEIGHTS_THREADS // WEIGHTS_LANES)))
+        self.runtime.dispatch(pipeline, storages, words, batch * -(-queries // (threads // lanes)))
 
     def _unread_buffer(self):
         """A small buffer for bindings that an entry leaves unread."""
@@ -255,18 +273,19 @@ class AttentionKernels:
         self.runtime.dispatch(pipeline, storages, words, batch * -(-rows // block))
 
 
-def _attention_source(entry, nq, nv, tiles, rows_entry=False, lanes=DELTA_LANES):
+def _attention_source(entry, nq, nv, tiles, rows_entry=False, lanes=DELTA_LANES, regs=0):
     """shaders/attention.wgsl with the entry point `entry` written out for heads of nq (q, k) and nv
     (v) vec4s, blocked as `tiles`; rows_entry: shaders/attention_rows.wgsl's instead (a thread per row);
-    lanes: delta's threads per query."""
+    lanes: delta's and the weights entries' threads per query; regs: the weights entries' keys a thread."""
     entries = ""
     if rows_entry:
         entries = shader("attention_rows").replace("{{row_head}}", str(ATTENTION_MAX_HEAD))
-    elif entry in ("forward", "dkv", "dq"):   # (delta and the weights entries are written in the shader)
+    elif entry != "delta":   # (delta is written in the shader)
+        body = weights_body(entry, regs) if entry.startswith("weights") else entry_body(entry, nq, nv, tiles)
         head = ["@compute @workgroup_size(THREADS)",
                 f"fn {entry}(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,",
                 "        @builtin(local_invocation_index) li: u32) {"]
-        entries = "\n".join(head + ["    " + line for line in entry_body(entry, nq, nv, tiles)] + ["}"])
+        entries = "\n".join(head + ["    " + line for line in body] + ["}"])
     slots = {name: str(value) for name, value in tiles._asdict().items()}
     return fill("attention", ATTENTION_PARAMS, entries=entries, lanes=str(lanes), **slots)
 

@@ -1,6 +1,6 @@
-"""The attention family's tiled entry points (forward, dkv, dq), written out per head size and blocking
-as WGSL lines (shaders/attention.wgsl says what each computes; kernels/attention.py picks the blocking
-and dispatches them)."""
+"""The attention family's entry points but delta, written out as WGSL lines: the tiled ones (forward,
+dkv, dq) per head size and blocking, the weights entries per row length (shaders/attention.wgsl says
+what each computes; kernels/attention.py picks the blocking and dispatches them)."""
 
 Q, K, V, DOUT = range(4)   # shaders/attention.wgsl's operand numbers
 
@@ -202,4 +202,47 @@ def entry_body(entry, nq, nv, tiles):
         body += ["    " + line for line in loop] + ["}"]
         body += _store("dk", mq, "params.keys", "out", "params.head", "params.scale", tiles)
         body += _store("dv", mv, "params.keys", "dv", "params.value_head", "1.0", tiles)
+    return body
+
+
+def weights_body(entry, regs):
+    """The body of the weights entry `entry` ("weights" or "weights_backward"; shaders/attention.wgsl says
+    what each computes) for rows of up to regs * LANES keys, each thread's keys in named registers."""
+    keys = [f"lane + {r}u * LANES" for r in range(regs)]
+    body = ["let b = block(wg, nwg, params.queries, THREADS / LANES);",
+            "let query = b.y + li / LANES;",
+            "let inside = (b.x < params.batch) & (query < params.queries);",
+            "let row = (b.x * params.queries + query) * params.keys;",
+            "let end = weights_end(query, inside);   // the keys read",
+            "let written = select(0u, params.keys, inside);",
+            "let lane = li % LANES;",
+            "let weights_at = params_offsets(0u) + row;"]
+    if entry == "weights":
+        body += ["let at = place(min(b.x, params.batch - 1u));",
+                 "let mask_at = at.mask.start + query * at.mask.row;",
+                 "var top = LOWEST;"]
+        for r, key in enumerate(keys):
+            scaled = f"params.scale * out[weights_at + {key}]"
+            body += [f"var s{r} = f32_from_bits(MASKED);",
+                     f"if ({key} < end) {{",
+                     f"    s{r} = score(query, {key}, {scaled}, mask_at + ({key}) * at.mask.col);",
+                     "}",
+                     f"top = select(max(top, s{r}), top, is_masked(s{r}));"]
+        body += ["top = lanes_max(li, top);", "var total = 0.0;"]
+        for r in range(regs):
+            body += [f"s{r} = select(exp(s{r} - top), 0.0, is_masked(s{r}));", f"total += s{r};"]
+        body += ["total = lanes_sum(li, total);",
+                 "let inverse = select(0.0, 1.0 / total, total > 0.0);"]
+        written = [f"s{r} * inverse" for r in range(regs)]
+    else:
+        body += ["let p_at = params_offsets(1u) + row;", "var total = 0.0;"]
+        for r, key in enumerate(keys):
+            body += [f"var p{r} = 0.0;", f"var dp{r} = 0.0;",
+                     f"if ({key} < end) {{", f"    p{r} = q[p_at + {key}];",
+                     f"    dp{r} = out[weights_at + {key}];", "}",
+                     f"total = fma(p{r}, dp{r}, total);"]
+        body += ["let delta = lanes_sum(li, total);"]
+        written = [f"params.scale * p{r} * (dp{r} - delta)" for r in range(regs)]
+    for key, value in zip(keys, written):
+        body += [f"if ({key} < written) {{", f"    out[weights_at + {key}] = {value};", "}"]
     return body

@@ -52,6 +52,12 @@ OPERAND_FIELDS = {
 }
 
 
+# Causal attention's products (ops/attention.py's _KeptWeights): shaders/matmul.wgsl's `triangle` for a
+# result read only on and below its diagonal ("out_tril"), an A zero above its diagonal ("a_tril") or
+# below it ("a_triu"); None, a dense product. The dense product is what each computes where it is read.
+TRIANGLES = {None: 0, "out_tril": 1, "a_tril": 2, "a_triu": 3}
+
+
 def _kind(form):
     return form if isinstance(form, str) else form[0]
 
@@ -64,6 +70,7 @@ def matmul_params(a_kind, b_kind, epilogue=None):
     operands = [f._replace(name=f"{x}_{f.name}") for x, kind in (("a", a_kind), ("b", b_kind))
                 for f in OPERAND_FIELDS[kind]]
     return ParamBlock(u32("m"), u32("n"), u32("k"), u32("split_k"), u32("bias_offset"), u32("bias_stride"),
+                      u32("triangle"),
                       *operands, u32("batch_ndim"), u32("batch_shape", "batch_ndim"),
                       u32("a_batch_strides", "batch_ndim"), u32("b_batch_strides", "batch_ndim"),
                       *epilogue_fields(epilogue))
@@ -285,11 +292,11 @@ def _layout(operand):
 
 
 @functools.lru_cache(maxsize=MATMUL_PLANS_KEPT)
-def _plan(a, b, m, n, k, batch, bias_at, tiles, splits, element="f32"):
+def _plan(a, b, m, n, k, batch, bias_at, tiles, splits, element="f32", triangle=None):
     """One product's kernel key, parameter words, grid and number of K pieces (splits rounded to
     whole BK steps), from its operands' _layout, sizes, bias (offset, stride, along) or None, its
-    tiles and splits, and its operands' WGSL element type: worked out once per layout, as a
-    training step repeats its products."""
+    tiles and splits, its operands' WGSL element type and its causal TRIANGLES entry: worked out once
+    per layout, as a training step repeats its products."""
     split_k = -(-k // splits // tiles.bk) * tiles.bk
     splits = -(-k // split_k)
     threads = tiles.wx * tiles.wy
@@ -303,7 +310,7 @@ def _plan(a, b, m, n, k, batch, bias_at, tiles, splits, element="f32"):
     key = (tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wide, b_wide, element,
            element if splits == 1 else "f32")   # a split K's pieces are summed in f32
     words = matmul_params(_kind(a_form), _kind(b_form)).pack(
-        m=m, n=n, k=k, split_k=split_k, bias_offset=bias_offset, bias_stride=bias_stride,
+        m=m, n=n, k=k, split_k=split_k, bias_offset=bias_offset, bias_stride=bias_stride, triangle=TRIANGLES[triangle],
         **{f"a_{name}": value for name, value in a_fields}, **{f"b_{name}": value for name, value in b_fields},
         batch_ndim=len(batch), batch_shape=batch, a_batch_strides=a_batch_strides, b_batch_strides=b_batch_strides)
     grid = (groups(n, tiles.wx * tiles.tn), groups(m, tiles.wy * tiles.tm), math.prod(batch) * splits)
@@ -311,14 +318,15 @@ def _plan(a, b, m, n, k, batch, bias_at, tiles, splits, element="f32"):
 
 
 class MatmulKernels:
-    def matmul(self, a, b, bias=None, bias_dim=-1):
-        """(*B, M, K) @ (*B, K, N), plus bias along the columns (bias_dim -1) or rows (-2)."""
+    def matmul(self, a, b, bias=None, bias_dim=-1, triangle=None):
+        """(*B, M, K) @ (*B, K, N), plus bias along the columns (bias_dim -1) or rows (-2); triangle:
+        a causal structure that lets work go (TRIANGLES)."""
         check_gpu_dtype(a.dtype, "matmul in", float16=True)
         *batch, m, k = a.shape
         return self._product(_strided_operand(a, "a"), _strided_operand(b, "b"), m, b.shape[-1], k, batch,
-                             bias, bias_dim, a.dtype)
+                             bias, bias_dim, a.dtype, triangle)
 
-    def _product(self, a, b, m, n, k, batch, bias, bias_dim, dtype):
+    def _product(self, a, b, m, n, k, batch, bias, bias_dim, dtype, triangle=None):
         """One shaders/matmul.wgsl dispatch (then a sum over the pieces of a split K) of MatmulOperands."""
         count = math.prod(batch)
         if count * m * n == 0:
@@ -332,18 +340,19 @@ class MatmulKernels:
         bias_at = None if bias is None else (bias.offset, bias.strides[0], ("col", "row")[bias_dim == -2])
         layouts = _layout(a), _layout(b)
         tiles, splits = self.matmul_tuner.choose(   # the prior, or the adapter's fastest for such products
-            m, n, k, count, (layouts[0][:3], layouts[1][:3], dtype.stored), (tiles, splits),
-            lambda t, s: self._tiled_product(a, b, layouts, m, n, k, batch, bias, bias_at, dtype, t, s))
-        return self._tiled_product(a, b, layouts, m, n, k, batch, bias, bias_at, dtype, tiles, splits)
+            m, n, k, count, (layouts[0][:3], layouts[1][:3], dtype.stored, triangle), (tiles, splits),
+            lambda t, s: self._tiled_product(a, b, layouts, m, n, k, batch, bias, bias_at, dtype, t, s, triangle))
+        return self._tiled_product(a, b, layouts, m, n, k, batch, bias, bias_at, dtype, tiles, splits, triangle)
 
     @functools.cached_property
     def matmul_tuner(self):
         return MatmulTuner(self.runtime, self.info, self.is_software)
 
-    def _tiled_product(self, a, b, layouts, m, n, k, batch, bias, bias_at, dtype, tiles, splits):
+    def _tiled_product(self, a, b, layouts, m, n, k, batch, bias, bias_at, dtype, tiles, splits, triangle=None):
         """_product's dispatches with these tiles and K split (layouts: a's and b's _layout)."""
         count = math.prod(batch)
-        key, words, grid, splits = _plan(*layouts, m, n, k, tuple(batch), bias_at, tiles, splits, dtype.stored)
+        key, words, grid, splits = _plan(*layouts, m, n, k, tuple(batch), bias_at, tiles, splits, dtype.stored,
+                                         triangle)
         pieces = dtype if splits == 1 else dtypes.float32
         storage = self._empty((splits, *batch, m, n) if splits > 1 else (*batch, m, n), pieces)
         bindings = ("read_write", "read", "read") + (("read",) if bias is not None else ())
