@@ -63,6 +63,9 @@ def test_sdpa_kept_weights_layouts(kept, monkeypatch):
     keys = attention_kernels.KEPT_MIN_KEYS
     rows = min(attention_kernels.KEPT_WEIGHTS_BYTES, backend.runtime.max_tensor_bytes) // (4 * keys)
     assert not backend.attention_keeps_weights(1, 16, keys), "eagerly"
+    monkeypatch.setattr(backend.runtime, "jit_warming_up", True)
+    assert backend.attention_keeps_weights(1, 16, keys), "in wg.jit's warm-up (the tuner times its products)"
+    monkeypatch.setattr(backend.runtime, "jit_warming_up", False)
     backend.runtime.start_recording()
     try:
         assert backend.attention_keeps_weights(1, rows, keys) and backend.attention_keeps_weights(rows, 1, keys)
