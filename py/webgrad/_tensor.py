@@ -9,14 +9,14 @@ import math
 import weakref
 
 from . import autograd as _autograd, dtypes
-from .autograd import backward as _backward
+from .autograd_engine import backward as _backward, register_hook as _register_hook
 from .backends import get_backend, resolve_device
 from .backends.base import View, contiguous_strides
 
 
 class Tensor:
     __slots__ = ("_storage", "shape", "_strides", "_offset", "dtype", "device", "requires_grad",
-                 "grad", "_ctx", "_base", "_base_node", "_backend_view", "__weakref__")
+                 "grad", "_ctx", "_base", "_base_node", "_backend_view", "_hooks", "__weakref__")
 
     def __init__(self, storage=None, shape=None, dtype=None, device=None, strides=None, offset=None):
         if type(dtype) is not dtypes.DType:   # torch.Tensor(data) or torch.Tensor(*sizes), not a storage's view
@@ -113,8 +113,10 @@ class Tensor:
         return self._ctx
 
     # ---- autograd ----
-    def backward(self, gradient=None, retain_graph=False):
-        _backward(self, gradient, retain_graph)
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        _backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    register_hook = _register_hook   # (the hooks live on the graph node, unset "_hooks" until then)
 
     def detach(self):
         return Tensor(self._storage, self.shape, self.dtype, self.device, self._strides, self._offset)

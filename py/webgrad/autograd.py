@@ -1,4 +1,4 @@
-"""Reverse-mode autograd: grad mode, the Function node, and the backward pass.
+"""Reverse-mode autograd: grad mode, the Function node (the backward pass: autograd_engine.py).
 
 A Function's forward runs on Tensors with grad recording off; its backward gets the output's
 gradient as a Tensor (or None, see Function.takes_unit_grad) and returns one gradient (or None)
@@ -273,120 +273,7 @@ def _refresh_view(t):
     view_of_base(t)
 
 
-def _graph_order(root):
-    """The nodes of root's graph (Functions, and leaf Tensors), each before the nodes it leads to."""
-    order, seen = [], set()
-    stack = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        for parent in getattr(node, "edges", ()):
-            if parent is not None and id(parent) not in seen:
-                stack.append((parent, False))
-    return reversed(order)
-
-
-class WindowGrad:
-    """A gradient that is zero outside one window of its tensor: a slice's backward. The backward
-    pass keeps a tensor's windows apart until all have come, then writes them into one buffer
-    (_dense): split's pieces cost one write of the whole, as a concatenation, where a zero-filled
-    whole per piece and their sums would cost five."""
-    __slots__ = ("grad", "window", "shape")
-
-    def __init__(self, grad, window, shape):
-        self.grad, self.window, self.shape = grad, window, shape   # window: (starts, sizes, steps)
-
-
-def _boxes_disjoint(a, b):
-    return any(sa + na <= sb or sb + nb <= sa for sa, na, sb, nb in zip(a[0], a[1], b[0], b[1]))
-
-
-def _dense(g):
-    """A gradient as one Tensor: g itself, or a list of WindowGrads summed into the whole."""
-    if not isinstance(g, list):
-        return g
-    from .ops.creation import zeros
-    from .ops.movement import _slice_view, write_into
-    first, shape = g[0].grad, g[0].shape
-    unit_steps = all(set(w.window[2]) <= {1} for w in g)
-    disjoint = unit_steps and all(_boxes_disjoint(a.window, b.window) for i, a in enumerate(g) for b in g[:i])
-    if disjoint and sum(math.prod(w.window[1]) for w in g) == math.prod(shape):   # the pieces tile it
-        out = _tensor.Tensor(first.backend.empty(math.prod(shape), first.dtype), shape, first.dtype, first.device)
-    else:
-        out = zeros(shape, dtype=first.dtype, device=first.device)
-    for w in g:
-        target = _slice_view(out, *w.window)
-        write_into(target, w.grad if disjoint else target + w.grad)
-    return out
-
-
-def _accumulate(sum_so_far, g):
-    """The gradients for one node so far (a Tensor, a list of WindowGrads, or None) and g."""
-    if sum_so_far is None:
-        return [g] if isinstance(g, WindowGrad) else g
-    if isinstance(sum_so_far, list) and isinstance(g, WindowGrad):
-        return sum_so_far + [g]
-    return _dense(sum_so_far) + (_dense([g]) if isinstance(g, WindowGrad) else g)
-
-
-def backward(root, grad=None, retain_graph=False):
-    global _unpacking
-    from ._tensor import Tensor, ones_like
-    root_node = root.grad_fn or root   # (grad_fn: a view's anew where its base was written since)
-    if not root.requires_grad:
-        raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
-    if grad is None:
-        if math.prod(root.shape) != 1:
-            raise RuntimeError("grad can be implicitly created only for scalar outputs; "
-                               "pass a gradient to backward()")
-        grad = None if root._ctx is not None and root._ctx.takes_unit_grad else ones_like(root)
-    grads = {id(root_node): grad}
-    # A backward rule's own ops are not checked one by one: its gradients are, named after it.
-    check, rules_checked = _anomaly, _anomaly_mode(False)
-    with _grad_mode(False), rules_checked:
-        for node in _graph_order(root_node):
-            if id(node) not in grads:
-                continue
-            g = _dense(grads.pop(id(node)))
-            if isinstance(node, Tensor):         # a leaf: accumulate into .grad (dense, like the leaf,
-                node.grad = g.contiguous() if node.grad is None else node.grad + g   # not a broadcast view)
-                continue
-            if node.freed:
-                raise RuntimeError(
-                    "Trying to backward through the graph a second time; its saved tensors "
-                    "were freed after the first backward. Pass retain_graph=True the first time.")
-            retained = getattr(node, "retained", None)   # Tensor.retain_grad's tensor
-            t = retained() if retained is not None else None
-            if t is not None and t._ctx is node:
-                g_t = g if g is not None else ones_like(t)
-                t.grad = g_t if t.grad is None else t.grad + g_t
-            _unpacking = node.versions
-            try:
-                input_grads = node.backward(g)
-            finally:
-                _unpacking = None
-            if not isinstance(input_grads, tuple):
-                input_grads = (input_grads,)
-            if check:
-                input_grads = tuple(_dense([pg]) if isinstance(pg, WindowGrad) else pg for pg in input_grads)
-                _check_anomaly(node, input_grads, backward=True)
-            tensors = [a for a in node.inputs if isinstance(a, Tensor)]
-            for parent, edge, pg in zip(tensors, node.edges, input_grads):
-                if pg is None or edge is None:
-                    continue
-                if pg.shape != parent.shape:
-                    raise RuntimeError(f"{type(node).__name__}.backward gave a gradient of shape "
-                                       f"{pg.shape} for an input of shape {parent.shape}")
-                key = id(edge)
-                grads[key] = _accumulate(grads.get(key), pg)
-            if not retain_graph:
-                node.release()
-
-
 from . import _tensor  # noqa: E402 (a cycle: _tensor imports this module first)
+from . import autograd_engine  # noqa: E402 (the backward pass, built on the above)
+# torch.autograd's backward and grad; WindowGrad for the slicing ops' gradients
+backward, grad, WindowGrad = autograd_engine.backward, autograd_engine.grad, autograd_engine.WindowGrad

@@ -92,10 +92,12 @@ def sum(x, dim=None, keepdim=False, *, dtype=None):
 @autocast_op
 def mean(x, dim=None, keepdim=False, *, dtype=None):
     dims = _dims(x, dim)
-    if dtype is not None:
-        x = x.to(dtype)
-    if not x.dtype.is_floating_point:
-        x = x.float()
+    target = x.dtype if dtype is None else dtypes.as_dtype(dtype)
+    if not target.is_floating_point:   # torch infers no mean for integers: it raises
+        given = "Input" if dtype is None else "Optional"
+        raise RuntimeError(f"mean(): could not infer output dtype. {given} dtype must be either a floating point "
+                           f"or complex dtype. Got: {dtypes.TYPE_NAMES[target.name]}")
+    x = x.to(target)
     count = math.prod(x.shape[d] for d in dims)
     return sum(x, dims, keepdim) / count if count else sum(x, dims, keepdim) * math.nan
 
@@ -165,7 +167,7 @@ def var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     dim, correction = _var_correction(dim, unbiased, correction)
     dims = _dims(x, dim)
     if not x.dtype.is_floating_point:
-        x = x.float()
+        raise RuntimeError("std and var only support floating point and complex dtypes")
     deviation = x - mean(x, dims, keepdim=True)
     count = math.prod(x.shape[d] for d in dims)
     # (not max(): this module's max is the tensor reduction)

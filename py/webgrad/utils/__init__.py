@@ -1,4 +1,4 @@
-"""torch.utils's counterpart: utils.data (datasets, samplers, DataLoader)."""
-from . import data
+"""torch.utils's counterpart: utils.data (datasets, samplers, DataLoader), utils.checkpoint."""
+from . import checkpoint, data
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]
