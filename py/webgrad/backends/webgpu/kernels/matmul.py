@@ -340,7 +340,8 @@ class MatmulKernels:
         bias_at = None if bias is None else (bias.offset, bias.strides[0], ("col", "row")[bias_dim == -2])
         layouts = _layout(a), _layout(b)
         tiles, splits = self.matmul_tuner.choose(   # the prior, or the adapter's fastest for such products
-            m, n, k, count, (layouts[0][:3], layouts[1][:3], dtype.stored, triangle), (tiles, splits),
+            m, n, k, count, (layouts[0][:3], layouts[1][:3], dtype.stored) + ((triangle,) if triangle else ()),
+            (tiles, splits),
             lambda t, s: self._tiled_product(a, b, layouts, m, n, k, batch, bias, bias_at, dtype, t, s, triangle))
         return self._tiled_product(a, b, layouts, m, n, k, batch, bias, bias_at, dtype, tiles, splits, triangle)
 
