@@ -17,9 +17,13 @@
 // so the host needs no readback).
 // backward: one thread per logit: out[n, c] = factor * upstream(n) * (exp((x[n, c] - max[n]) -
 //          log-sum[n]) - (c == label[n])), 0 in a row that does not count.
+// forward_sum with d_logits bound (wg.jit's fusion folds backward()'s implicit 1 into it:
+//          backends/webgpu/fusion_loss.py): the backward's values too, each thread its own rows,
+//          from the same expression (logit_grad), so they are the backward kernel's bit for bit.
 // Parameters (kernels/loss.py's LOSS_PARAMS): `rows` N and `classes` C; logit (n, c) at
 // offsets[0] + n * row_stride + c * class_stride, label n at offsets[1] + n * label_stride, row n's
-// upstream gradient (backward, where given) at offsets[2] + n * grad_stride.
+// upstream gradient (backward, where given) at offsets[2] + n * grad_stride; binding 6 is that
+// gradient (read), or forward_sum's d logits (written), or unbound.
 // A label outside [0, C) and not ignore_index is reported (shaders/index_error.wgsl: the runtime
 // raises it at the next read) and read as class 0.
 const TARGET_ERROR: u32 = {{target_error}}u;   // kernels/loss.py's code for index_errors
@@ -29,7 +33,7 @@ const TARGET_ERROR: u32 = {{target_error}}u;   // kernels/loss.py's code for ind
 @group(0) @binding(3) var<storage, read> x: array<f32>;
 @group(0) @binding(4) var<storage, read> labels: array<i32>;
 @group(0) @binding(5) var<storage, read_write> index_error: IndexErrorRecord;
-@group(0) @binding(6) var<storage, read> grad: array<f32>;
+{{sixth_binding}}
 
 const ROW_THREADS: u32 = 64u;   // forward's workgroup, which takes one row
 const IGNORED: u32 = 0xffffffffu;   // label()'s class for a row labelled ignore_index
@@ -89,6 +93,19 @@ fn upstream(n: u32) -> f32 {
     return {{upstream}};
 }
 
+// d loss / d x[n, c] for row n labelled y (its max and log-sum in stats), 0 where the row does not count.
+fn logit_grad(n: u32, c: u32, y: u32) -> f32 {
+    let hit = select(0.0, 1.0, c == y);
+    let p = exp((logit(n, c) - stats[n]) - stats[params.rows + n]);
+    return select(stats[factor_slot()] * upstream(n) * (p - hit), 0.0, y == IGNORED);
+}
+
+// Whether forward_sum writes d logits as well, and where (binding 6, d_logits).
+const WRITES_D_LOGITS: bool = {{writes_d_logits}};
+fn store_d_logits(i: u32, d: f32) {
+    {{store_d_logits}}
+}
+
 @compute @workgroup_size(ROW_THREADS)
 fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
            @builtin(local_invocation_index) li: u32) {
@@ -145,6 +162,15 @@ fn forward_sum(@builtin(local_invocation_index) li: u32) {
     if (li == 0u) {
         out[0] = reduced(sum, count);
     }
+    if (WRITES_D_LOGITS) {
+        storageBarrier();   // thread 0's factor in stats, for every thread; each row's stats are its own
+        for (var n = li; n < params.rows; n += WORKGROUP_SIZE) {
+            let y = label(n);
+            for (var c = 0u; c < params.classes; c++) {
+                store_d_logits(n * params.classes + c, logit_grad(n, c, y));
+            }
+        }
+    }
 }
 
 @compute @workgroup_size(1)
@@ -160,10 +186,5 @@ fn backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: 
         return;
     }
     let n = i / params.classes;
-    let c = i % params.classes;
-    let y = label(n);
-    let hit = select(0.0, 1.0, c == y);
-    let p = exp((logit(n, c) - stats[n]) - stats[params.rows + n]);
-    let d = stats[factor_slot()] * upstream(n) * (p - hit);
-    out[i] = select(d, 0.0, y == IGNORED);
+    out[i] = logit_grad(n, i % params.classes, label(n));
 }

@@ -17,7 +17,7 @@ alias T = {{compute}};
 {{bindings}}
 {{epilogue}}
 
-const THREADS: u32 = {{threads}}u;   // a workgroup's threads: kernels/reduce.py's REDUCE_THREADS
+const THREADS: u32 = {{threads}}u;   // a workgroup's threads: kernels/reduce.py's REDUCE_THREADS (RUN_THREADS)
 // per_thread steps from element to element by adds, working a position out from its index only
 // where a run along the innermost reduced dim starts (a software adapter's form: there a division is
 // a lane at a time); else (GPUs, and arg ops' second pass, which reads its positions from picked) it
@@ -56,6 +56,11 @@ fn highest_T() -> T { return {{highest}}; }
 
 fn load(at: u32) -> T {
     return {{load}};
+}
+
+// Elements 4 * at to 4 * at + 3 (the runs form's loads: one vec4 where x is bound as vec4s).
+fn load4(at: u32) -> vec4<T> {
+    return {{load4}};
 }
 
 // Position in x where the reduced elements of kept multi-index `o` start.
@@ -146,4 +151,62 @@ fn per_thread(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg
         }
     }
     store_epilogue(o * params.chunks + c, result(mine));
+}
+
+// One workgroup per output whose elements lie in runs of adjacent ones (kernels/reduce.py's "runs" form:
+// a convolution's bias gradient, (N, C, H, W) summed to C): the reduced dims are two, params_reduced_shape(0)
+// runs params_reduced_strides(0) apart, each of params_reduced_shape(1) elements; those, the runs' stride
+// and x's offset are multiples of 4, and x is bound as vec4s (load4). A GPU then sums few outputs (a bias's
+// 16) in one pass, not two: each thread has RUN_LOADS loads of four elements in flight at a time (a round,
+// written out by kernels/reduce.py: its loads, then their sums). The threads take `per` runs at a time,
+// `lanes` threads a run (a vec4 each): a thread steps from load to load by adds, no division (one per
+// element cost as much as its load).
+const RUN_LOADS: u32 = {{run_loads}}u;
+
+// A thread's place: its run and its vec4 in that run.
+struct Cursor {
+    run: u32,
+    at: u32,
+}
+
+fn next_load(c: Cursor, first: u32, lanes: u32, per: u32, run4: u32) -> Cursor {
+    if (c.at + lanes >= run4) {
+        return Cursor(c.run + per, first);
+    }
+    return Cursor(c.run, c.at + lanes);
+}
+
+fn merge4(acc: Partial, v: vec4<T>) -> Partial {
+    return merge(merge(merge(merge(acc, Partial(v.x, 0u), 0u), Partial(v.y, 0u), 0u), Partial(v.z, 0u), 0u),
+                 Partial(v.w, 0u), 0u);
+}
+
+@compute @workgroup_size(THREADS)
+fn runs(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
+    let o = flat_id(wg, nwg);
+    let live = o < params.outputs;   // the whole workgroup must reach the barriers
+    let run4 = params_reduced_shape(1u) / 4u;
+    let stride4 = params_reduced_strides(0u) / 4u;
+    let base4 = kept_position(o) / 4u;
+    let lanes = min(run4, THREADS);
+    let per = THREADS / lanes;
+    let first = li % lanes;
+    var c = Cursor(li / lanes, first);
+    var left = 0u;   // this thread's loads: its runs times its vec4s in each
+    if (live && li < per * lanes && c.run < params_reduced_shape(0u)) {
+        left = (params_reduced_shape(0u) - c.run + per - 1u) / per * ((run4 - first + lanes - 1u) / lanes);
+    }
+    var mine = start();
+    for (; left >= RUN_LOADS; left -= RUN_LOADS) {
+{{run_round}}
+    }
+    for (; left > 0u; left--) {
+        mine = merge4(mine, load4(base4 + c.run * stride4 + c.at));
+        c = next_load(c, first, lanes, per, run4);
+    }
+    let merged = workgroup_merge(mine, li, THREADS, 0u);
+    if (li == 0u && live) {
+        store_epilogue(o, result(merged));
+    }
 }

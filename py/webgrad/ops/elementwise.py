@@ -99,11 +99,13 @@ SQRT = MapOp("sqrt", "sqrt(a)", lambda np, a: np.sqrt(a), (lambda g, a, o: g / (
 ABS = MapOp("abs", "abs(a)", lambda np, a: np.abs(a), (lambda g, a, o: g * sign(a),))
 SIGN = MapOp("sign", f"select(sign(a), T(0), {_nan('a')})", lambda np, a: np.where(a != a, 0, np.sign(a)),
              (zero_gradient,))   # sign(NaN) is 0 in PyTorch
-# relu's gradient as one kernel rather than g * (a > 0), two
-RELU_BACKWARD = MapOp("relu_backward", "select(T(0), a, b > T(0))",
-                      lambda np, g, a: np.where(a > 0, g, np.zeros_like(g)))
+# relu's gradient as one kernel rather than g * (x > 0), two. As torch's threshold_backward: 0 where
+# relu's result is <= 0, else g (a NaN passes g on); by the result, not the input (the same mask), so
+# under wg.jit a product whose store runs the ReLU stores the ReLU alone, not its input too (fusion.py).
+RELU_BACKWARD = MapOp("relu_backward", f"select(a, T(0), b <= T(0) && !{_nan('b')})",
+                      lambda np, g, o: np.where(o <= 0, np.zeros_like(g), g))
 RELU = MapOp("relu", f"select(max(a, T(0)), a, {_nan('a')})", lambda np, a: np.maximum(a, 0),
-             (lambda g, a, o: _map(RELU_BACKWARD, g, a),))
+             (lambda g, a, o: _map(RELU_BACKWARD, g, o),))
 LEAKY_RELU = MapOp("leaky_relu", "select(a * b, a, a > T(0))", lambda np, a, b: np.where(a > 0, a, a * b),
                    (lambda g, a, slope, o: g * where(a > 0, 1.0, slope), None), floating=True)
 TANH = MapOp("tanh", "tanh_f(a)", lambda np, a: np.tanh(a),

@@ -45,7 +45,8 @@ class _CrossEntropy(Function):
     sum, one fused kernel each way (backend.cross_entropy); rows labelled ignore_index add nothing,
     and the mean counts only the others, on the device. The rows' maxima and log-sums of exp(x - max)
     (and the backward's factor: 1, or the mean's 1 / count) are kept for the backward. One node for the reduced loss, so
-    its backward is one kernel, which takes backward()'s implicit gradient itself."""
+    its backward is one kernel, which takes backward()'s implicit gradient itself (and under wg.jit runs in the
+    forward's dispatch: backends/webgpu/fusion_loss.py)."""
     takes_unit_grad = True
 
     def forward(self, logits, labels, ignore_index, reduction):

@@ -39,6 +39,7 @@ import weakref
 from typing import Any, NamedTuple
 
 from ... import dtypes
+from .fusion_loss import fold_loss_backward
 from .kernels.common import fill
 from .kernels.epilogue import StoreEpilogue, has_epilogue, map_functions, with_epilogue
 from .kernels.map import load, operand, scalar_operand
@@ -119,12 +120,13 @@ def orphans(runtime, recording):
 
 
 def fuse(runtime, recording):
-    """Rewrite the recording with its elementwise chains fused; returns how many dispatches it saved."""
+    """Rewrite the recording with its elementwise chains fused, and each cross-entropy's backward of an
+    implicit 1 in its forward (fusion_loss.py); returns how many dispatches it saved."""
     maps = {index: _as_map(index, recording.dispatches[index][1], *described)
             for index, described in recording.elementwise.items() if _fusable(described[0])}
     recording.elementwise = {}
     if not maps:
-        return 0
+        return fold_loss_backward(runtime, recording)
     fusion = _Fusion(runtime, recording)
     nodes = fusion.group(maps)
     dispatches, params, refresh = [], bytearray(), []
@@ -153,7 +155,7 @@ def fuse(runtime, recording):
         recording.storages -= {fusion.dead[h] for h in internal}   # no kernel touches them now: back to the pool
     saved = len(recording.dispatches) - len(dispatches)
     recording.dispatches, recording.params, recording.refresh = dispatches, params, refresh
-    return saved
+    return saved + fold_loss_backward(runtime, recording)
 
 
 def _fusable(spec):

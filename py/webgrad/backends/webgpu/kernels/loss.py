@@ -34,19 +34,19 @@ class LossKernels:
         words = _loss_words(logits, labels, None, ignore_index, mean)
         if reduction != "none" and groups(rows) * classes <= CROSS_ENTROPY_SUM_SPAN:
             loss = self.empty(1, logits.dtype)
-            self.runtime.dispatch(self._cross_entropy_kernel("forward_sum"), [loss] + inputs, words, 1)
+            self.runtime.dispatch(loss_pipeline(self.runtime, "forward_sum"), [loss] + inputs, words, 1)
             return loss, stats
         # a mean's rows are followed by whether each counts, which the reduce sums alongside
         loss = self.empty(rows * (1 + mean), logits.dtype)
         if rows:
-            self.runtime.dispatch(self._cross_entropy_kernel("forward"), [loss] + inputs, words, rows)
+            self.runtime.dispatch(loss_pipeline(self.runtime, "forward"), [loss] + inputs, words, rows)
         if reduction == "none":
             return loss, stats
         if not mean:
             return self.reduce(SUM, flat(loss, (rows,), logits.dtype), (0,), logits.dtype), stats
         totals = self.reduce(SUM, flat(loss, (2, rows), logits.dtype), (1,), logits.dtype)
         out = self.empty(1, logits.dtype)
-        self.runtime.dispatch(self._cross_entropy_kernel("finish"), [out, stats, totals], words, 1)
+        self.runtime.dispatch(loss_pipeline(self.runtime, "finish"), [out, stats, totals], words, 1)
         return out, stats
 
     def cross_entropy_backward(self, logits, labels, stats, grad, ignore_index):
@@ -58,18 +58,29 @@ class LossKernels:
             storages = [out, stats.storage, logits.storage, labels.storage, self.runtime.index_errors.storage]
             if grad is not None:
                 storages.append(grad.storage)
-            self.runtime.dispatch(self._cross_entropy_kernel("backward", grad is not None), storages,
-                                  _loss_words(logits, labels, grad, ignore_index, False), groups(numel))
+            self.runtime.dispatch(loss_pipeline(self.runtime, "backward", "grad" if grad is not None else None),
+                                  storages, _loss_words(logits, labels, grad, ignore_index, False), groups(numel))
         return out
 
-    def _cross_entropy_kernel(self, entry, with_grad=False):
-        upstream = "grad[params_offsets(2u) + n * params.grad_stride]" if with_grad else "1.0"
-        bindings = {"finish": ("read_write", "read_write", "read")}.get(
-            entry, ("read_write", "read_write", "read", "read", "read_write") + ("read",) * with_grad)
-        return self.runtime.pipeline(("loss", entry, with_grad),
-                                     lambda: fill("loss", LOSS_PARAMS, includes=("workgroup", "index_error"),
-                                                  upstream=upstream, target_error=str(TARGET_ERROR)),
-                                     entry=entry, bindings=bindings)
+
+def loss_pipeline(runtime, entry, sixth=None):
+    """The pipeline of a shaders/loss.wgsl entry point; sixth, what binding 6 holds: None, "grad" (the
+    backward's upstream gradient, read) or "d_logits" (forward_sum's, written: the backward of an implicit
+    1 folded in by wg.jit's fusion, backends/webgpu/fusion_loss.py)."""
+    def source():
+        return fill("loss", LOSS_PARAMS, includes=("workgroup", "index_error"), target_error=str(TARGET_ERROR),
+                    upstream="grad[params_offsets(2u) + n * params.grad_stride]" if sixth == "grad" else "1.0",
+                    sixth_binding=_SIXTH_BINDINGS[sixth], writes_d_logits=str(sixth == "d_logits").lower(),
+                    store_d_logits="d_logits[i] = d;" if sixth == "d_logits" else "")
+    bindings = {"finish": ("read_write", "read_write", "read")}.get(
+        entry, ("read_write", "read_write", "read", "read", "read_write"))
+    if sixth is not None:
+        bindings += ("read",) if sixth == "grad" else ("read_write",)
+    return runtime.pipeline(("loss", entry, sixth), source, entry=entry, bindings=bindings)
+
+
+_SIXTH_BINDINGS = {None: "", "grad": "@group(0) @binding(6) var<storage, read> grad: array<f32>;",
+                   "d_logits": "@group(0) @binding(6) var<storage, read_write> d_logits: array<f32>;"}
 
 
 def _loss_words(logits, labels, grad, ignore_index, mean):

@@ -39,6 +39,15 @@ SOFTWARE_PER_THREAD_REDUCE = REDUCE_MIN_SPAN
 COLUMN_MIN_SPAN = 32
 COLUMN_THREADS = 1 << 18
 COLUMN_FROM = 1 << 20
+# On a GPU a reduction that would take two passes takes one, a workgroup of RUN_THREADS per output
+# reading four elements at a time (reduce.wgsl's runs), where each output's elements lie in runs of
+# adjacent ones (whole vec4s) and are at most RUN_SPAN: a convolution's bias gradient ((128, 16, 28, 28)
+# to 16, 100352 elements each), whose second pass cost a dispatch (~10 us of an H100 host's time a step).
+RUN_THREADS = 256
+RUN_SPAN = 1 << 17
+# A runs thread's loads in flight at a time: one round of the runs form, written out (no loop for a
+# compiler to keep or unroll).
+RUN_LOADS = 8
 # Reduce passes worked out and kept; past this many (ever new shapes or strides) the oldest go.
 REDUCE_PASSES_KEPT = 4096
 
@@ -63,6 +72,8 @@ class ReduceKernels:
         n_out = math.prod(x.shape[d] for d in kept)
         n_red = math.prod(x.shape[d] for d in dims)
         chunks, form = self._plan(n_out, n_red, _down_columns(x, kept, dims, n_out, n_red))
+        if chunks > 1 and not self.is_software and _in_runs(op, x, kept, dims, n_red):
+            chunks, form = 1, "runs"
         if chunks == 1 or n_out == 0:
             return self._reduce_pass(op, x, kept, dims, out_dtype, n_out, n_red, 1, form)
         # Two passes: each chunk's result, then those reduced per output. An arg op's chunks give
@@ -79,7 +90,7 @@ class ReduceKernels:
         """(chunks, form) of a reduction of `count` elements into each of n_out outputs: its first pass's
         chunks an output, and the pass's form: "main" (a workgroup per (output, chunk)), "per_thread"
         (a thread each: where short, or down columns) or "stepped" (a thread each stepping through x
-        by adds: a software adapter's every pass)."""
+        by adds: a software adapter's every pass); reduce() may then pick "runs" (_in_runs)."""
         if self.is_software:
             return max(1, -(-count // SOFTWARE_PER_THREAD_REDUCE)), "stepped"
         if columns:
@@ -101,6 +112,25 @@ class ReduceKernels:
         self.runtime.dispatch(self.runtime.pipeline(*kernel.compile), storages, kernel.pack([x.offset]),
                               kernel.groups)
         return storage
+
+
+def _in_runs(op, x, kept, dims, n_red):
+    """Whether reduce.wgsl's runs form takes this reduction in one pass: a float32 one (not an arg op) of at
+    most RUN_SPAN elements an output, which lie in runs (_runs) of whole vec4s: the runs' length and
+    stride, x's offset and its kept dims' strides multiples of 4."""
+    if op.arg or x.dtype is not dtypes.float32 or n_red > RUN_SPAN or x.offset % 4:
+        return False
+    runs = _runs([(x.shape[d], x.strides[d]) for d in dims])
+    return (runs is not None and runs[0][1] % 4 == 0 and runs[1][0] % 4 == 0
+            and all(x.strides[d] % 4 == 0 for d in kept if x.shape[d] > 1))
+
+
+def _runs(reduced):
+    """The reduced dims' (size, stride) pairs as two, [(runs, their stride), (a run's length, 1)], where
+    they merge (_merged) into that; else None."""
+    merged = _merged([(size, stride) for size, stride in reduced if size != 1]) or [(1, 1)]
+    merged = [(1, 0)] * (2 - len(merged)) + merged
+    return merged if len(merged) == 2 and merged[1][1] == 1 else None
 
 
 def _down_columns(x, kept, dims, n_out, n_red):
@@ -127,13 +157,15 @@ def _reduce_pass_kernel(op, in_dtype, shape, strides, kept, dims, out_dtype, n_o
     reduced = [(shape[d], strides[d]) for d in dims]
     if form == "stepped":   # its runs as long as x allows: dims that step through x as one, merged
         reduced = _merged(reduced)
+    elif form == "runs":
+        reduced = _runs(reduced)
     pack = REDUCE_PARAMS.packer(
         outputs=n_out, count=count, chunks=chunks, span=-(-count // chunks), kept_ndim=len(kept),
         reduced_ndim=len(reduced), kept_shape=[shape[d] for d in kept], kept_strides=[strides[d] for d in kept],
         reduced_shape=[size for size, _ in reduced], reduced_strides=[stride for _, stride in reduced])
     bindings = ("read_write", "read", "read") if picked else ("read_write", "read")
     return _ReducePass((key, lambda: _reduce_source(op, in_dtype, out_dtype, picked, form), entry, bindings), pack,
-                       n_out * chunks if entry == "main" else groups(n_out * chunks, REDUCE_THREADS))
+                       n_out * chunks if entry != "per_thread" else groups(n_out * chunks, REDUCE_THREADS))
 
 
 def _merged(reduced):
@@ -150,7 +182,7 @@ def _merged(reduced):
 
 def _entry(form):
     """The shaders/reduce.wgsl entry point of a pass's form."""
-    return "main" if form == "main" else "per_thread"
+    return form if form in ("main", "runs") else "per_thread"
 
 
 def reduce_producer(key, block):
@@ -168,17 +200,29 @@ def reduce_producer(key, block):
                     lambda epilogue: _reduce_source(SUM, in_dtype, dtypes.float32, False, form, epilogue))
 
 
+# The runs form's round: RUN_LOADS loads, each thread's next place worked out after each, then their sums.
+_RUN_ROUND = "\n".join(
+    [f"        let v{u} = load4(base4 + c.run * stride4 + c.at);\n"
+     f"        c = next_load(c, first, lanes, per, run4);" for u in range(RUN_LOADS)]
+    + [f"        mine = merge4(mine, v{u});" for u in range(RUN_LOADS)])
+
+
 def _reduce_source(op, in_dtype, out_dtype, picked, form, epilogue=None):
     compute = "f32" if in_dtype.is_floating_point else "i32"
-    own = [("read_write", "out", out_dtype.stored), ("read", "x", in_dtype.stored)]
+    runs = form == "runs"   # x bound as vec4s
+    own = [("read_write", "out", out_dtype.stored), ("read", "x", "vec4<f32>" if runs else in_dtype.stored)]
     if picked:
         own.append(("read", "picked", "i32"))
         index = "let c = picked[o * params.count + k];\n        if (c < 0) { continue; }\n        let j = u32(c);"
     else:
         index = "let j = k;"
     return fill("reduce", ParamBlock(*REDUCE_PARAMS.fields, *epilogue_fields(epilogue)), includes=("workgroup",),
-                threads=str(REDUCE_THREADS), compute=compute, stepped=str(form == "stepped" and not picked).lower(),
-                load=f"T({load(in_dtype, 'x', 'at')})", lowest=LOWEST[compute], highest=HIGHEST[compute],
+                threads=str(RUN_THREADS if runs else REDUCE_THREADS), compute=compute,
+                stepped=str(form == "stepped" and not picked).lower(),
+                load="x[at / 4u][at % 4u]" if runs else f"T({load(in_dtype, 'x', 'at')})",
+                load4="x[at]" if runs else f"vec4<T>({', '.join(f'load(4u * at + {k}u)' for k in range(4))})",
+                run_loads=str(RUN_LOADS), run_round=_RUN_ROUND,
+                lowest=LOWEST[compute], highest=HIGHEST[compute],
                 identity=op.identity, combine=op.combine, out_type=out_dtype.stored,
                 result="i32(r.index)" if op.arg else f"{out_dtype.stored}(r.value)", index=index,
                 bindings=bindings(own, epilogue), epilogue=store_function(epilogue, out_dtype.stored))
