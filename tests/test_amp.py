@@ -37,7 +37,8 @@ def _header_lists():
 
 
 CUDA_LISTS = _header_lists()
-TORCH_NAMES = {"vector_norm": "linalg_vector_norm", "cross_entropy": "cross_entropy_loss"}
+TORCH_NAMES = {"vector_norm": "linalg_vector_norm", "matrix_norm": "linalg_matrix_norm",
+               "cross_entropy": "cross_entropy_loss"}
 # composite in torch (no autocast kernel of its own on some device): its ops' policy applies
 COMPOSITES = {"cross_entropy_loss": ("log_softmax", "nll_loss"), "einsum": ("bmm",)}
 
@@ -136,6 +137,7 @@ def _cases():
         ("cumsum", lambda L, a: a.cumsum(1), lambda: [h(3, 5)]),
         ("norm", lambda L, a: a.norm(), lambda: [h(3, 5)]),
         ("vector_norm", lambda L, a: L.linalg.vector_norm(a), lambda: [h(3, 5)]),
+        ("matrix_norm", lambda L, a: L.linalg.matrix_norm(a, 1), lambda: [h(3, 5)]),
         ("cross_entropy", lambda L, a, t: _f(L).cross_entropy(a, t), lambda: [h(4, 5), _labels(4, 5)]),
         ("nll_loss", lambda L, a, t: _f(L).nll_loss(a, t), lambda: [log_probs(4, 5), _labels(4, 5)]),
         ("mse_loss", lambda L, a, b: _f(L).mse_loss(a, b), lambda: [h(3, 4), h(3, 4)]),

@@ -187,7 +187,7 @@ def test_pad_integer_and_infinite_values(device):
     (lambda x, w: conv2d(x[0], w), RuntimeError, "4-D|match"),                          # 3-D input
     (lambda x, w: conv2d(x, w[0]), RuntimeError, "match"),                               # 3-D weight
     (lambda x, w: conv2d(x.reshape(2, 3, 36), w), RuntimeError, "match"),
-    (lambda x, w: conv2d(x, w[:, :2]), RuntimeError, "match"),                          # channel mismatch
+    (lambda x, w: conv2d(x, w[:, :2]), RuntimeError, "to have 2 channels"),             # channel mismatch
     (lambda x, w: conv2d(x[:, :, :2], w), RuntimeError, "larger"),                       # kernel > input height
     (lambda x, w: conv2d(x, w, dilation=(1, 3)), RuntimeError, "larger"),                # dilated kernel > width
     (lambda x, w: conv2d(x, w, padding=-1), ValueError, "padding"),
@@ -195,7 +195,7 @@ def test_pad_integer_and_infinite_values(device):
     (lambda x, w: conv2d(x, w, stride=0), ValueError, "positive"),
     (lambda x, w: conv2d(x, w, dilation=0), ValueError, "positive"),
     (lambda x, w: conv2d(x, w, padding=(1, 2, 3)), ValueError, "padding"),
-    (lambda x, w: conv2d(x, w, groups=3), NotImplementedError, "groups"),
+    (lambda x, w: conv2d(x, w, groups=3), RuntimeError, "groups=3"),                    # 4 filters, 3 groups
     (lambda x, w: max_pool2d(x[0], 2), RuntimeError, "4-D"),
     (lambda x, w: max_pool2d(x, 7), RuntimeError, "larger"),
     (lambda x, w: max_pool2d(x, 2, padding=-1), ValueError, "padding"),

@@ -192,8 +192,8 @@ def test_max_pool2d_window_of_padding_only(device):
 
 
 def test_max_pool2d_integer_input(device):
-    """int32 pools on both devices, padding included (it is never picked); uint8, packed four to a word
-    on the GPU, only on cpu."""
+    """int32 and uint8 (packed four to a word on the GPU) pools on both devices, padding included (it is
+    never picked)."""
     a = integers(2, 3, 7, 6, low=-5, high=5)
     kwargs = dict(kernel_size=3, stride=2, padding=1)
     out, at = max_pool2d(wg_tensor(a, device), **kwargs, return_indices=True)
@@ -201,13 +201,12 @@ def test_max_pool2d_integer_input(device):
     assert out.dtype is wg.int32, tag(f"{device}: int32 max_pool2d gave {out.dtype}")
     assert_close(out, want, what=f"{device}: int32 values")
     assert_close(at, want_at, what=f"{device}: int32 indices")
-    small = integers(1, 2, 5, 5, high=256).astype(np.uint8)
-    if device == "webgpu":
-        with pytest.raises(TypeError, match="uint8"):
-            max_pool2d(wg_tensor(small, device), 2)
-    else:
-        assert_close(max_pool2d(wg_tensor(small, device), 2), F.max_pool2d(torch.from_numpy(small), 2),
-                     what="uint8 values")
+    small = integers(1, 2, 5, 7, high=256).astype(np.uint8)
+    out, at = max_pool2d(wg_tensor(small, device).transpose(2, 3), 2, return_indices=True)
+    want, want_at = F.max_pool2d(torch.from_numpy(small).transpose(2, 3), 2, return_indices=True)
+    assert out.dtype is wg.uint8, tag(f"{device}: uint8 max_pool2d gave {out.dtype}")
+    assert_close(out, want, what=f"{device}: uint8 values")
+    assert_close(at, want_at, what=f"{device}: uint8 indices")
 
 
 @pytest.mark.parametrize("padding", [0, 1])

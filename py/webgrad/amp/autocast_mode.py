@@ -38,6 +38,7 @@ _POLICIES = {
     "softplus": (FP32, None), "layer_norm": (FP32, None), "rms_norm": (FP32, None),
     "softmax": (FP32, None), "log_softmax": (FP32, None), "logsumexp": (FP32, None),
     "sum": (FP32, None), "cumsum": (FP32, None), "norm": (FP32, None), "vector_norm": (FP32, None),
+    "matrix_norm": (FP32, None),
     "prod": (FP32, FP32),
     "cross_entropy": (FP32, FP32), "nll_loss": (FP32, FP32), "mse_loss": (FP32, FP32),
     "l1_loss": (FP32, FP32), "smooth_l1_loss": (FP32, FP32), "huber_loss": (FP32, FP32),

@@ -157,9 +157,10 @@ class Backend:
     # triangle: what of a causal attention's product may be left out (kernels/matmul.py's TRIANGLES);
     # a dense product is exact wherever it is read
     def matmul(self, a, b, bias=None, bias_dim=-1, triangle=None): raise NotImplementedError
-    def conv2d(self, x, weight, bias, stride, padding, dilation): raise NotImplementedError
-    def conv2d_input_grad(self, grad, weight, in_shape, padding, dilation): raise NotImplementedError
-    def conv2d_weight_grad(self, grad, x, kernel, stride, padding, dilation): raise NotImplementedError
+    # groups: weight (Co, C / groups, kh, kw), each group's filters over its channels; bias with groups 1 only
+    def conv2d(self, x, weight, bias, stride, padding, dilation, groups=1): raise NotImplementedError
+    def conv2d_input_grad(self, grad, weight, in_shape, padding, dilation, groups=1): raise NotImplementedError
+    def conv2d_weight_grad(self, grad, x, kernel, stride, padding, dilation, groups=1): raise NotImplementedError
     def fold(self, g, shape, kernel, stride, dilation, padding=(0, 0)): raise NotImplementedError
 
     # ---- gather ----

@@ -127,20 +127,25 @@ class CPUBackend(Backend):
     def fold(self, g, shape, kernel, stride, dilation, padding=(0, 0)):
         return _fold(self.view(g), shape, kernel, stride, dilation, padding)
 
-    def conv2d(self, x, weight, bias, stride, padding, dilation):
-        out = np.einsum("ockl,ncklyx->noyx", self.view(weight),
-                        _windows(self.view(x), weight.shape[2:], stride, padding, dilation))
+    # groups: the channel dims split into (groups, channels of a group), g in the subscripts
+    def conv2d(self, x, weight, bias, stride, padding, dilation, groups=1):
+        cells = _windows(self.view(x), weight.shape[2:], stride, padding, dilation)
+        out = np.einsum("gockl,ngcklyx->ngoyx", _split(self.view(weight), 0, groups), _split(cells, 1, groups))
+        out = out.reshape(out.shape[0], -1, *out.shape[3:])
         if bias is not None:
             out = out + self.view(bias)[:, None, None]
         return np.ascontiguousarray(out).reshape(-1)
 
-    def conv2d_input_grad(self, grad, weight, in_shape, padding, dilation):
-        cols = np.einsum("ockl,noyx->ncklyx", self.view(weight), self.view(grad))
-        return _fold(cols, in_shape, weight.shape[2:], (1, 1), dilation, padding)
+    def conv2d_input_grad(self, grad, weight, in_shape, padding, dilation, groups=1):
+        cols = np.einsum("gockl,ngoyx->ngcklyx", _split(self.view(weight), 0, groups),
+                         _split(self.view(grad), 1, groups))
+        return _fold(cols.reshape(in_shape[0], in_shape[1], *cols.shape[3:]), in_shape, weight.shape[2:], (1, 1),
+                     dilation, padding)
 
-    def conv2d_weight_grad(self, grad, x, kernel, stride, padding, dilation):
-        return np.ascontiguousarray(np.einsum("noyx,ncklyx->ockl", self.view(grad),
-                                              _windows(self.view(x), kernel, stride, padding, dilation))).reshape(-1)
+    def conv2d_weight_grad(self, grad, x, kernel, stride, padding, dilation, groups=1):
+        cells = _windows(self.view(x), kernel, stride, padding, dilation)
+        return np.ascontiguousarray(np.einsum("ngoyx,ngcklyx->gockl", _split(self.view(grad), 1, groups),
+                                              _split(cells, 1, groups))).reshape(-1)
 
     def max_pool2d(self, x, shape, kernel, stride, padding, dilation):
         """shaders/pool.wgsl's max_forward, one window tap at a time over all outputs: the first
@@ -319,6 +324,11 @@ class CPUBackend(Backend):
 
     def sync(self):
         pass
+
+
+def _split(a, dim, groups):
+    """a with its dim split into (groups, a.shape[dim] // groups)."""
+    return a.reshape(*a.shape[:dim], groups, a.shape[dim] // groups, *a.shape[dim + 1:])
 
 
 def _windows(x, kernel, stride, padding, dilation):

@@ -26,7 +26,7 @@ from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, A
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
                           TransformerEncoderLayer)
 from .upsampling import PixelShuffle, PixelUnshuffle, Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
-from .sparse import Embedding
+from .sparse import Embedding, EmbeddingBag
 
 __all__ = ["ACTIVATIONS", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "HuberLoss", "KLDivLoss", "L1Loss", "NLLLoss",
            "SmoothL1Loss", "BatchNorm1d", "BatchNorm2d", "Conv2d", "CrossEntropyLoss", "Dropout",
@@ -35,7 +35,7 @@ __all__ = ["ACTIVATIONS", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "HuberLos
            "Module", "ModuleDict", "ModuleList", "Parameter", "ParameterDict", "ParameterList", "RNN", "RNNBase",
            "RNNCell", "RNNCellBase", "ReLU", "ReLU6", "Sequential", "SiLU", "Sigmoid", "Softmax", "Softplus", "Tanh",
            "Unflatten", "functional", "init", "mlp", "mnist_cnn", "mnist_mlp", "torch_equivalent", "utils"]
-__all__ += ["Embedding", "LayerNorm", "MultiheadAttention", "RMSNorm"]
+__all__ += ["Embedding", "EmbeddingBag", "LayerNorm", "MultiheadAttention", "RMSNorm"]
 __all__ += ["GPT", "GPTConfig"]
 __all__ += ["AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AvgPool1d", "Conv1d",
             "CosineSimilarity", "GLU", "GroupNorm", "Hardsigmoid", "Hardswish", "InstanceNorm1d", "InstanceNorm2d",

@@ -3,11 +3,21 @@ and reprs. The maths is webgrad.ops.conv (a sliding-window view, im2col and a ma
 has kernels of its own)."""
 import math
 
-from ..ops.conv import _pair, check_pool_padding, no_ceil_mode
+from ..ops.conv import _pair, check_pool_padding
 from ..ops.creation import empty
 from . import functional as F
 from . import init
 from .module import Module, Parameter
+
+
+def check_conv_channels(in_channels, out_channels, groups):
+    """torch.nn's checks of a convolution layer's groups (ValueErrors, with its messages)."""
+    if not isinstance(groups, int) or groups <= 0:
+        raise ValueError("groups must be a positive integer")
+    if in_channels % groups:
+        raise ValueError("in_channels must be divisible by groups")
+    if out_channels % groups:
+        raise ValueError("out_channels must be divisible by groups")
 
 
 class Conv2d(Module):
@@ -16,13 +26,14 @@ class Conv2d(Module):
     padding is an int, a pair, 'valid' (none) or 'same' (stride 1: the output keeps H and W; an
     even kernel puts the extra row and column after, as PyTorch does). Initialised as PyTorch
     does: kaiming_uniform_(a=sqrt(5)), which is U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with
-    fan_in = C_in * kh * kw, and the bias from the same bound."""
+    fan_in = C_in / groups * kh * kw, and the bias from the same bound. groups splits the channels into
+    that many groups convolved apart (groups = C_in: depthwise); the weight is then
+    (C_out, C_in / groups, kh, kw)."""
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
-        if groups != 1:
-            raise NotImplementedError("Conv2d: groups other than 1 are not supported yet")
+        check_conv_channels(in_channels, out_channels, groups)
         if padding_mode != "zeros":
             raise NotImplementedError(f"Conv2d: padding_mode={padding_mode!r} is not supported; only 'zeros'")
         self.in_channels, self.out_channels = in_channels, out_channels
@@ -37,14 +48,15 @@ class Conv2d(Module):
         else:
             self.padding = _pair(padding, "padding")
         self.groups, self.padding_mode = groups, padding_mode
-        self.weight = Parameter(empty((out_channels, in_channels, *self.kernel_size), device=device, dtype=dtype))
+        self.weight = Parameter(empty((out_channels, in_channels // groups, *self.kernel_size), device=device,
+                                      dtype=dtype))
         self.register_parameter("bias", Parameter(empty(out_channels, device=device, dtype=dtype)) if bias else None)
         self.reset_parameters()
 
     def reset_parameters(self):
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
-            fan_in = self.in_channels * self.kernel_size[0] * self.kernel_size[1]
+            fan_in = self.in_channels // self.groups * self.kernel_size[0] * self.kernel_size[1]
             bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
             init.uniform_(self.bias, -bound, bound)
 
@@ -61,8 +73,8 @@ class Conv2d(Module):
     def forward(self, input):
         widths = self._explicit_padding()
         if widths is None:
-            return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation)
-        return F.conv2d(F.pad(input, widths), self.weight, self.bias, self.stride, 0, self.dilation)
+            return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        return F.conv2d(F.pad(input, widths), self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
 
     def extra_repr(self):
         text = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
@@ -71,6 +83,8 @@ class Conv2d(Module):
             text += f", padding={self.padding}"
         if self.dilation != (1, 1):
             text += f", dilation={self.dilation}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
         if self.bias is None:
             text += ", bias=False"
         return text
@@ -82,7 +96,6 @@ class MaxPool2d(Module):
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
-        no_ceil_mode("MaxPool2d", ceil_mode)
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride
         self.padding, self.dilation = padding, dilation
@@ -90,8 +103,8 @@ class MaxPool2d(Module):
         check_pool_padding(kernel_size, padding)
 
     def forward(self, input):
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            return_indices=self.return_indices)
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                            self.return_indices)
 
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -104,7 +117,6 @@ class AvgPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
         super().__init__()
-        no_ceil_mode("AvgPool2d", ceil_mode)
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride
         self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad

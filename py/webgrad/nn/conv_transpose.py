@@ -1,11 +1,12 @@
 """nn.ConvTranspose1d / ConvTranspose2d, with torch.nn's arguments, state_dict names (weight of shape
-(C_in, C_out, *kernel), bias (C_out,)), initialisation and reprs; forward's output_size picks the
+(C_in, C_out / groups, *kernel), bias (C_out,)), initialisation and reprs; forward's output_size picks the
 output_padding, as in torch. The maths is webgrad.ops.conv_transpose."""
 import math
 
 from ..ops.creation import empty
 from . import functional as F
 from . import init
+from .conv import check_conv_channels
 from .module import Module, Parameter
 
 
@@ -23,8 +24,7 @@ class _ConvTransposeNd(Module):
                  bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
         name = type(self).__name__
-        if groups != 1:
-            raise NotImplementedError(f"{name}: groups other than 1 are not supported yet")
+        check_conv_channels(in_channels, out_channels, groups)
         if padding_mode != "zeros":
             raise ValueError(f'Only "zeros" padding mode is supported for {name}')
         d = self._dims
@@ -32,15 +32,16 @@ class _ConvTransposeNd(Module):
         self.kernel_size, self.stride = _tuple(kernel_size, d, "kernel_size"), _tuple(stride, d, "stride")
         self.padding, self.output_padding = _tuple(padding, d, "padding"), _tuple(output_padding, d, "output_padding")
         self.dilation, self.groups, self.padding_mode = _tuple(dilation, d, "dilation"), groups, padding_mode
-        self.weight = Parameter(empty((in_channels, out_channels, *self.kernel_size), device=device, dtype=dtype))
+        self.weight = Parameter(empty((in_channels, out_channels // groups, *self.kernel_size), device=device,
+                                      dtype=dtype))
         self.register_parameter("bias", Parameter(empty(out_channels, device=device, dtype=dtype)) if bias else None)
         self.reset_parameters()
 
     def reset_parameters(self):
-        # torch's: fan_in is the weight's dim 1 (C_out) times the kernel size
+        # torch's: fan_in is the weight's dim 1 (C_out / groups) times the kernel size
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
-            fan_in = self.out_channels * math.prod(self.kernel_size)
+            fan_in = self.out_channels // self.groups * math.prod(self.kernel_size)
             bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
             init.uniform_(self.bias, -bound, bound)
 
@@ -69,6 +70,8 @@ class _ConvTransposeNd(Module):
         for name, default in (("padding", 0), ("dilation", 1), ("output_padding", 0)):
             if getattr(self, name) != (default,) * self._dims:
                 text += f", {name}={getattr(self, name)}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
         if self.bias is None:
             text += ", bias=False"
         return text

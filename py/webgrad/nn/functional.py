@@ -19,6 +19,7 @@ from ..ops.resample import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_a
 from ..ops.conv import avg_pool2d, conv2d, max_pool2d
 from ..ops.creation import rand as _rand, rand_like
 from ..ops.embedding import embedding
+from ..ops.embedding_bag import embedding_bag
 from ..ops.norm import layer_norm, rms_norm
 from ..ops.padding import pad
 from ..ops.elementwise import gelu as _gelu, leaky_relu, relu, sigmoid, tanh
@@ -269,7 +270,7 @@ _DEPRECATED_NDIM = ("{name}: Received a {ndim}-D input to {name}, which is depre
 
 
 # ---- language-model layers: embedding, layer / RMS norm and attention (fused kernels: webgrad.ops) ----
-__all__ += ["embedding", "layer_norm", "rms_norm", "scaled_dot_product_attention"]
+__all__ += ["embedding", "embedding_bag", "layer_norm", "rms_norm", "scaled_dot_product_attention"]
 
 
 # ---- more layers, composed of the ops above: 1-D and transposed convolution, 1-D and adaptive

@@ -7,6 +7,7 @@ from ..ops.conv1d import _single
 from ..ops.creation import empty
 from . import functional as F
 from . import init
+from .conv import check_conv_channels
 from .module import Module, Parameter
 
 
@@ -17,8 +18,7 @@ class Conv1d(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
-        if groups != 1:
-            raise NotImplementedError("Conv1d: groups other than 1 are not supported yet")
+        check_conv_channels(in_channels, out_channels, groups)
         if padding_mode != "zeros":
             raise NotImplementedError(f"Conv1d: padding_mode={padding_mode!r} is not supported; only 'zeros'")
         self.in_channels, self.out_channels = in_channels, out_channels
@@ -33,20 +33,21 @@ class Conv1d(Module):
         else:
             self.padding = (_single(padding, "padding"),)
         self.groups, self.padding_mode = groups, padding_mode
-        self.weight = Parameter(empty((out_channels, in_channels, *self.kernel_size), device=device, dtype=dtype))
+        self.weight = Parameter(empty((out_channels, in_channels // groups, *self.kernel_size), device=device,
+                                      dtype=dtype))
         self.register_parameter("bias", Parameter(empty(out_channels, device=device, dtype=dtype)) if bias else None)
         self.reset_parameters()
 
     def reset_parameters(self):
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
-            fan_in = self.in_channels * self.kernel_size[0]
+            fan_in = self.in_channels // self.groups * self.kernel_size[0]
             bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input):
         padding = self.padding if isinstance(self.padding, str) else self.padding[0]
-        return F.conv1d(input, self.weight, self.bias, self.stride[0], padding, self.dilation[0])
+        return F.conv1d(input, self.weight, self.bias, self.stride[0], padding, self.dilation[0], self.groups)
 
     def extra_repr(self):
         padding = self.padding if isinstance(self.padding, str) else self.padding
@@ -55,6 +56,8 @@ class Conv1d(Module):
             text += f", padding={padding}"
         if self.dilation != (1,):
             text += f", dilation={self.dilation}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
         if self.bias is None:
             text += ", bias=False"
         return text
@@ -63,16 +66,14 @@ class Conv1d(Module):
 class MaxPool1d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
-        if ceil_mode:
-            raise NotImplementedError("MaxPool1d: ceil_mode=True is not supported")
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride
         self.padding, self.dilation = padding, dilation
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, input):
-        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            return_indices=self.return_indices)
+        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                            self.return_indices)
 
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -82,16 +83,14 @@ class MaxPool1d(Module):
 class AvgPool1d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
         super().__init__()
-        if ceil_mode:
-            raise NotImplementedError("AvgPool1d: ceil_mode=True is not supported")
         self.kernel_size = (_single(kernel_size, "kernel_size"),)
         self.stride = self.kernel_size if stride is None else (_single(stride, "stride"),)
         self.padding = (_single(padding, "padding"),)
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
 
     def forward(self, input):
-        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding,
-                            count_include_pad=self.count_include_pad)
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"

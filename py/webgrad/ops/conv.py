@@ -1,10 +1,10 @@
 """Convolution and pooling on (N, C, H, W) inputs. Convolution is an implicit GEMM: the backend's
 matmul kernel reads the input's sliding windows in place (padding as zeros), so there is no im2col
-copy. Average pooling reads the windows as an (N, C, kh, kw, Ho, Wo) strided view of the same
-storage and takes the mean over the window dims; the view's gradient is `fold`
-(shaders/fold.wgsl), which sums the overlapping windows back. Max pooling has its own kernels
-(shaders/pool.wgsl), one dispatch each way: forward keeps the index each window picked, backward
-sends the gradient there."""
+copy, grouped convolutions included (a product per group, batched in one dispatch). Average
+pooling reads the windows as an (N, C, kh, kw, Ho, Wo) strided view of the same storage and takes
+the mean over the window dims; the view's gradient is `fold` (shaders/fold.wgsl), which sums the
+overlapping windows back. Max pooling has its own kernels (shaders/pool.wgsl), one dispatch each
+way: forward keeps the index each window picked, backward sends the gradient there."""
 from ..amp import autocast_op
 from .. import dtypes
 from ..autograd import Function
@@ -36,9 +36,11 @@ class _Windows(Function):
         return Tensor(storage, self.in_shape, grad.dtype, grad.device)
 
 
-def _window_geometry(x, kernel_size, stride, dilation, padding=(0, 0)):
+def _window_geometry(x, kernel_size, stride, dilation, padding=(0, 0), ceil_mode=False):
     """Checked (kernel, stride, dilation) pairs and the (Ho, Wo) of the sliding windows over x,
-    padded by `padding` on both sides."""
+    padded by `padding` on both sides. ceil_mode (pooling) adds a last window that overhangs the
+    padded end where the stride does not divide evenly, if it starts inside the input or the left
+    padding (PyTorch's rule)."""
     if x.ndim != 4:
         raise RuntimeError(f"expected a 4-D (N, C, H, W) input, got shape {tuple(x.shape)}")
     kernel = _pair(kernel_size, "kernel_size")
@@ -50,8 +52,11 @@ def _window_geometry(x, kernel_size, stride, dilation, padding=(0, 0)):
     for size, k, d, name in zip(sizes, kernel, dilation, ("height", "width")):
         if d * (k - 1) + 1 > size:
             raise RuntimeError(f"kernel {kernel} (dilation {dilation}) is larger than the input {name} {size}")
-    out_size = tuple((size - d * (k - 1) - 1) // s + 1 for size, k, s, d in zip(sizes, kernel, stride, dilation))
-    return kernel, stride, dilation, out_size
+    out_size = []
+    for size, k, s, d, p in zip(sizes, kernel, stride, dilation, padding):
+        count = (size - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+        out_size.append(count - 1 if ceil_mode and (count - 1) * s >= size - p else count)
+    return kernel, stride, dilation, tuple(out_size)
 
 
 @computes_in_float32
@@ -87,31 +92,33 @@ def pad(x, pad, value=0.0):
 class _Conv2d(Function):
     """Implicit-GEMM convolution: the backend's product reads the input's windows in place (no
     im2col copy, padding read as zeros); the input's gradient is a product over grad's windows
-    (stride 1) or columns folded back (larger strides, whose windows do not map linearly back)."""
+    (stride 1) or columns folded back (larger strides, whose windows do not map linearly back). With
+    groups, every group's product is one dispatch all the same (a batch dim of the backend's products)."""
 
-    def forward(self, x, weight, bias, stride, padding, dilation, out_size):
+    def forward(self, x, weight, bias, stride, padding, dilation, groups, out_size):
         self.x, self.weight, self.bias, self.geometry = x, weight, bias, (stride, padding, dilation)
+        self.groups = groups
         shape = (x.shape[0], weight.shape[0], *out_size)
         storage = x.backend.conv2d(x._view, weight._view, None if bias is None else bias._view, stride, padding,
-                                   dilation)
+                                   dilation, groups)
         return Tensor(storage, shape, x.dtype, x.device)
 
     def backward(self, grad):
         x, weight, bias = self.x, self.weight, self.bias
         stride, padding, dilation = self.geometry
-        grad, backend = grad.contiguous(), grad.backend
+        grad, backend, g = grad.contiguous(), grad.backend, self.groups
         gx = gw = gb = None
         if x.requires_grad:
             if stride == (1, 1):
-                gx = backend.conv2d_input_grad(grad._view, weight._view, x.shape, padding, dilation)
-            else:
+                gx = backend.conv2d_input_grad(grad._view, weight._view, x.shape, padding, dilation, g)
+            else:   # each group's columns: its filters' transpose times its channels of grad
                 (n, co, ho, wo), (_, c, kh, kw) = grad.shape, weight.shape
-                cols = weight.reshape(co, c * kh * kw).mT @ grad.reshape(n, co, ho * wo)
-                windows = cols.reshape(n, c, kh, kw, ho, wo)._view
+                cols = weight.reshape(g, co // g, c * kh * kw).mT @ grad.reshape(n, g, co // g, ho * wo)
+                windows = cols.reshape(n, g * c, kh, kw, ho, wo)._view
                 gx = backend.fold(windows, x.shape, (kh, kw), stride, dilation, padding)
             gx = Tensor(gx, x.shape, x.dtype, x.device)
         if weight.requires_grad:
-            gw = Tensor(backend.conv2d_weight_grad(grad._view, x._view, weight.shape[2:], stride, padding, dilation),
+            gw = Tensor(backend.conv2d_weight_grad(grad._view, x._view, weight.shape[2:], stride, padding, dilation, g),
                         weight.shape, weight.dtype, weight.device)
         if bias is not None and bias.requires_grad:
             gb = grad.sum((0, 2, 3))
@@ -121,14 +128,12 @@ class _Conv2d(Function):
 @autocast_op
 @computes_in_float32
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    if groups != 1:
-        raise NotImplementedError("conv2d: groups other than 1 are not supported yet")
+    """torch.nn.functional.conv2d; weight (C_out, C / groups, kh, kw): with groups > 1 the channels
+    split into that many groups, each convolved with its C_out / groups filters."""
     if weight.ndim != 4 or x.ndim != 4:
         raise RuntimeError(f"conv2d: input {tuple(x.shape)} and weight {tuple(weight.shape)} do not match "
                            "(expected 4-D (N, C, H, W) and (C_out, C, kh, kw))")
-    if x.shape[1] != weight.shape[1]:
-        raise RuntimeError(f"conv2d: input {tuple(x.shape)} and weight {tuple(weight.shape)} do not match: "
-                           f"expected {weight.shape[1]} channels, got {x.shape[1]}")
+    check_groups(x, weight, groups)
     if x.device != weight.device or x.dtype is not weight.dtype or not x.dtype.is_floating_point:
         raise RuntimeError(f"conv2d: input and weight must be floating point tensors of one dtype on one device, "
                            f"got {x.dtype.name} on {x.device} and {weight.dtype.name} on {weight.device}")
@@ -137,7 +142,28 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                            f"{x.device}, got {bias.dtype.name} {tuple(bias.shape)} on {bias.device}")
     padding = _pair(padding, "padding")
     kernel, stride, dilation, out_size = _window_geometry(x, weight.shape[2:], stride, dilation, padding)
-    return _Conv2d.apply(x, weight.contiguous(), bias, stride, padding, dilation, out_size)
+    if groups > 1 and bias is not None:   # the products' bias is one per row, the same in every group
+        return _Conv2d.apply(x, weight.contiguous(), None, stride, padding, dilation, groups, out_size) + \
+            bias.reshape(1, -1, 1, 1)
+    return _Conv2d.apply(x, weight.contiguous(), bias, stride, padding, dilation, groups, out_size)
+
+
+def check_group_count(weight, groups):
+    """PyTorch's checks (and messages) of a convolution's groups against its weight's dim 0."""
+    if not isinstance(groups, int) or groups < 1:
+        raise RuntimeError("non-positive groups is not supported")
+    if weight.shape[0] % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension 0, "
+                           f"but got weight of size [{list(weight.shape)}] instead")
+
+
+def check_groups(x, weight, groups):
+    """PyTorch's checks (and messages) of a convolution's groups against its input and weight."""
+    check_group_count(weight, groups)
+    if x.shape[1] != weight.shape[1] * groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
+                           f"{list(x.shape)} to have {weight.shape[1] * groups} channels, but got {x.shape[1]} "
+                           "channels instead")
 
 
 def check_pool_padding(kernel_size, padding):
@@ -147,11 +173,6 @@ def check_pool_padding(kernel_size, padding):
         raise ValueError(f"pad should be at most half of kernel size, but got pad={padding}, "
                          f"kernel_size={kernel_size}")
     return ph, pw
-
-
-def no_ceil_mode(name, ceil_mode):
-    if ceil_mode:
-        raise NotImplementedError(f"{name}: ceil_mode=True is not supported")
 
 
 class _MaxPool2d(Function):
@@ -174,8 +195,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     its input plane, as int32 (torch gives int64, which webgrad does not have). Each window picks
     what PyTorch's CPU kernel picks: its first maximum in window order, or its last NaN if it has one."""
     padding = check_pool_padding(kernel_size, padding)
-    no_ceil_mode("max_pool2d", ceil_mode)
-    kernel, stride, dilation, out_size = _window_geometry(x, kernel_size, stride, dilation, padding)
+    kernel, stride, dilation, out_size = _window_geometry(x, kernel_size, stride, dilation, padding, ceil_mode)
     geometry = (kernel, stride, padding, dilation)
     shape = (*x.shape[:2], *out_size)
     values, indices = x.backend.max_pool2d(x._view, shape, *geometry)
@@ -186,22 +206,27 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
     """Mean over each window: its sum over kh * kw (zero padding counted), over the real pixels it
-    covers (count_include_pad=False) or over divisor_override. Integer input (int32, standing for
-    torch's int64) averages to an integer rounded toward zero, as torch's; uint8 and bool raise, as torch's."""
+    covers (count_include_pad=False) or over divisor_override. With ceil_mode, the last windows may
+    overhang the padding; what they overhang is never counted (PyTorch's rule). Integer input (int32,
+    standing for torch's int64) averages to an integer rounded toward zero, as torch's; uint8 and bool
+    raise, as torch's."""
     if x.dtype in (dtypes.uint8, dtypes.bool_):
         raise NotImplementedError(f'"avg_pool2d" not implemented for \'{TYPE_NAMES[x.dtype.name]}\'')
     if divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
-    no_ceil_mode("avg_pool2d", ceil_mode)
     ph, pw = check_pool_padding(kernel_size, padding)
-    cells = windows(pad(x, (pw, pw, ph, ph)), kernel_size, stride)
-    counted = count_include_pad or not (ph or pw)
+    kernel, stride, _, (ho, wo) = _window_geometry(x, kernel_size, stride, 1, (ph, pw), ceil_mode)
+    (kh, kw), (sh, sw), (h, w) = kernel, stride, x.shape[2:]
+    eh, ew = max((ho - 1) * sh + kh - h - 2 * ph, 0), max((wo - 1) * sw + kw - w - 2 * pw, 0)   # the overhang
+    cells = windows(pad(x, (pw, pw + ew, ph, ph + eh)), kernel, stride)
+    counted = (count_include_pad or not (ph or pw)) and not (eh or ew)   # every window divides by kh * kw
     if x.dtype.is_floating_point and counted and divisor_override is None:
         return cells.mean((2, 3))
     if divisor_override is not None or counted:
-        divisor = divisor_override or cells.shape[2] * cells.shape[3]
-    else:   # how many of the input's pixels each window covers
-        ones = full((1, 1, *x.shape[2:]), 1, dtype=x.dtype, device=x.device)
-        divisor = windows(pad(ones, (pw, pw, ph, ph)), kernel_size, stride).sum((2, 3))
+        divisor = divisor_override or kh * kw
+    else:   # how many of the padded input's (count_include_pad) or the input's pixels each window covers
+        (bh, bw) = (0, 0) if count_include_pad else (ph, pw)
+        ones = full((1, 1, h + 2 * (ph - bh), w + 2 * (pw - bw)), 1, dtype=x.dtype, device=x.device)
+        divisor = windows(pad(ones, (bw, bw + ew, bh, bh + eh)), kernel, stride).sum((2, 3))
     sums = cells.sum((2, 3))
     return sums / divisor if x.dtype.is_floating_point else sums.div(divisor, rounding_mode="trunc")

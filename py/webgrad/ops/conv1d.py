@@ -1,7 +1,7 @@
 """1-D convolution and pooling over (N, C, L) or unbatched (C, L) inputs, as the 2-D ops over
 (N, C, 1, L): the same kernels and gradients."""
 from ..amp import autocast_op
-from .conv import avg_pool2d, conv2d, max_pool2d, pad
+from .conv import avg_pool2d, check_groups, conv2d, max_pool2d, pad
 
 
 def _single(value, name):
@@ -45,10 +45,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         if padding == "same":
             x = pad(x, same_padding(weight.shape[2], dilation))
         padding = 0
-    if x.shape[1] != weight.shape[1]:
-        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
-                           f"{list(input.shape)} to have {weight.shape[1]} channels, but got {x.shape[1]} channels "
-                           "instead")
+    check_groups(input.unsqueeze(0) if unbatched else input, weight, groups)
     out = conv2d(x, weight.unsqueeze(2), bias, (1, stride), (0, _single(padding, "padding")), (1, dilation), groups)
     return _restore(out, unbatched)
 
@@ -70,8 +67,6 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
-    if ceil_mode:
-        raise NotImplementedError("avg_pool1d: ceil_mode=True is not supported")
     x, unbatched = _batched(input, "avg_pool1d")
     kernel, stride, padding, _ = _pool_geometry(kernel_size, stride, padding)
-    return _restore(avg_pool2d(x, kernel, stride, padding, count_include_pad=count_include_pad), unbatched)
+    return _restore(avg_pool2d(x, kernel, stride, padding, ceil_mode, count_include_pad), unbatched)

@@ -5,7 +5,7 @@ output_padding after), and convolved with the weight flipped in space and with i
 swapped. Every step is a tensor op (pad, reshape, flip, conv2d), so it runs on the input's device
 with gradients."""
 from ..amp import autocast_op
-from .conv import _pair, conv2d, pad
+from .conv import _pair, check_group_count, conv2d, pad
 
 
 def _spread(x, stride):
@@ -30,10 +30,8 @@ def _border(x, dim, before, after):
 
 @autocast_op
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
-    """weight (C_in, C_out, kh, kw); the output is (N, C_out, (H - 1) * stride - 2 * padding +
+    """weight (C_in, C_out / groups, kh, kw); the output is (N, C_out, (H - 1) * stride - 2 * padding +
     dilation * (kh - 1) + output_padding + 1, likewise for W)."""
-    if groups != 1:
-        raise NotImplementedError("conv_transpose2d: groups other than 1 are not supported yet")
     if input.ndim not in (3, 4) or weight.ndim != 4:
         raise RuntimeError(f"conv_transpose2d: expected a 3-D or 4-D input and a 4-D weight, got input "
                            f"{list(input.shape)} and weight {list(weight.shape)}")
@@ -43,6 +41,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
         raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected input"
                            f"{list(input.shape)} to have {weight.shape[0]} channels, but got {x.shape[1]} channels "
                            "instead")
+    check_group_count(weight, groups)
     stride, padding = _pair(stride, "stride"), _pair(padding, "padding")
     output_padding, dilation = _pair(output_padding, "output_padding"), _pair(dilation, "dilation")
     if any(o >= s and o >= d for o, s, d in zip(output_padding, stride, dilation)):
@@ -53,7 +52,10 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     x = _spread(x, stride)
     for dim, k, p, d, extra in zip((2, 3), weight.shape[2:], padding, dilation, output_padding):
         x = _border(x, dim, d * (k - 1) - p, d * (k - 1) - p + extra)
-    out = conv2d(x, weight.flip(2, 3).transpose(0, 1), bias, 1, 0, dilation)
+    # each group's (C_in / groups, C_out / groups) block of the weight, its channel dims swapped
+    c_in, c_out, kh, kw = weight.shape
+    weight = weight.reshape(groups, c_in // groups, c_out, kh, kw).transpose(1, 2)
+    out = conv2d(x, weight.reshape(groups * c_out, c_in // groups, kh, kw).flip(2, 3), bias, 1, 0, dilation, groups)
     return out.squeeze(0) if unbatched else out
 
 

@@ -9,44 +9,51 @@ from .params import ParamBlock, u32
 
 
 class ConvKernels:
-    def conv2d(self, x, weight, bias, stride, padding, dilation):
-        """(N, C, H, W) input, (Co, C, kh, kw) contiguous weight, bias (Co) or None -> (N, Co, Ho, Wo)."""
+    # Each group's product is one more batch dim (of size 1 without groups): the operands' batch
+    # strides step to the group's filters and channels, and the results, (N, groups, rows, pixels),
+    # are in the (N, Co, Ho, Wo) layout already.
+    def conv2d(self, x, weight, bias, stride, padding, dilation, groups=1):
+        """(N, C, H, W) input, (Co, C / groups, kh, kw) contiguous weight, bias (Co) or None (groups
+        1 only) -> (N, Co, Ho, Wo)."""
         check_gpu_dtype(x.dtype, "conv2d in")
-        n, c, h, w = x.shape
-        co, _, kh, kw = weight.shape
+        n, _, h, w = x.shape
+        co, c, kh, kw = weight.shape   # c: the channels of a group
         (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
         ho, wo = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1, (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-        k = c * kh * kw
+        k, co = c * kh * kw, co // groups
         rows = MatmulOperand(weight.storage, "strided", True, k % 4 == 0 and _words_of_4(weight.offset),
-                             {"offset": weight.offset, "row_stride": k, "col_stride": 1}, [0])
+                             {"offset": weight.offset, "row_stride": k, "col_stride": 1}, [0, co * k])
         windows = _window_operand(x, padding, ((c, kh, kw), (x.strides[1], dh, dw)), ((1, ho, wo), (0, sh, sw)),
-                                  [x.strides[0]], along_k=False)
-        return self._product(rows, windows, co, ho * wo, k, (n,), bias, -2, x.dtype)
+                                  [x.strides[0], c * x.strides[1]], along_k=False)
+        return self._product(rows, windows, co, ho * wo, k, (n, groups), bias, -2, x.dtype)
 
-    def conv2d_input_grad(self, grad, weight, in_shape, padding, dilation):
+    def conv2d_input_grad(self, grad, weight, in_shape, padding, dilation, groups=1):
         """The input's gradient of a stride-1 conv2d: grad (N, Co, Ho, Wo) through the flipped kernel
-        (the windows of grad, walked backwards), weight (Co, C, kh, kw) contiguous -> (N, C, H, W)."""
-        n, c, h, w = in_shape
-        co, _, kh, kw = weight.shape
+        (the windows of grad, walked backwards), weight (Co, C / groups, kh, kw) contiguous -> (N, C, H, W)."""
+        n, _, h, w = in_shape
+        co, c, kh, kw = weight.shape
+        co //= groups
         weight_t = MatmulOperand(weight.storage, ("split_k", kh * kw), True, False,
                                  {"offset": weight.offset, "row_stride": kh * kw, "k1_stride": c * kh * kw,
-                                  "k2_stride": 1}, [0])
+                                  "k2_stride": 1}, [0, co * c * kh * kw])
         windows = _window_operand(grad, (-padding[0], -padding[1]),
                                   ((co, kh, kw), (grad.strides[1], -dilation[0], -dilation[1])),
-                                  ((1, h, w), (0, 1, 1)), [grad.strides[0]], along_k=False)
-        return self._product(weight_t, windows, c, h * w, co * kh * kw, (n,), None, -1, grad.dtype)
+                                  ((1, h, w), (0, 1, 1)), [grad.strides[0], co * grad.strides[1]], along_k=False)
+        return self._product(weight_t, windows, c, h * w, co * kh * kw, (n, groups), None, -1, grad.dtype)
 
-    def conv2d_weight_grad(self, grad, x, kernel, stride, padding, dilation):
+    def conv2d_weight_grad(self, grad, x, kernel, stride, padding, dilation, groups=1):
         """The weight's gradient: grad (N, Co, Ho, Wo) contiguous times x's windows, summed over the
-        batch and the output pixels -> (Co, C * kh * kw)."""
+        batch and the output pixels -> (Co, C / groups * kh * kw)."""
         n, co, ho, wo = grad.shape
-        c = x.shape[1]
+        c = x.shape[1] // groups
         grad_rows = MatmulOperand(grad.storage, ("split_k", ho * wo), True, False,
                                   {"offset": grad.offset, "row_stride": ho * wo, "k1_stride": co * ho * wo,
-                                   "k2_stride": 1}, [])
+                                   "k2_stride": 1}, [co // groups * ho * wo])
         windows = _window_operand(x, padding, ((n, ho, wo), (x.strides[0], stride[0], stride[1])),
-                                  ((c, *kernel), (x.strides[1], dilation[0], dilation[1])), [], along_k=True)
-        return self._product(grad_rows, windows, co, c * kernel[0] * kernel[1], n * ho * wo, (), None, -1, grad.dtype)
+                                  ((c, *kernel), (x.strides[1], dilation[0], dilation[1])),
+                                  [c * x.strides[1]], along_k=True)
+        return self._product(grad_rows, windows, co // groups, c * kernel[0] * kernel[1], n * ho * wo, (groups,),
+                             None, -1, grad.dtype)
 
 
     def fold(self, g, shape, kernel, stride, dilation, padding=(0, 0)):

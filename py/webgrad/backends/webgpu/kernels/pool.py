@@ -5,6 +5,7 @@ import math
 import struct
 
 from .... import dtypes
+from ...base import COPY, flat
 from .common import LOWEST, check_gpu_dtype, fill, groups
 from .epilogue import Producer, bindings, epilogue_fields, store_function
 from .params import ParamBlock, u32
@@ -26,9 +27,10 @@ class PoolKernels:
     def max_pool2d(self, x, shape, kernel, stride, padding, dilation):
         """(values, int32 indices in each input plane) of max pooling x into shape (N, C, Ho, Wo)."""
         check_gpu_dtype(x.dtype, "max_pool2d of")
-        if x.dtype is dtypes.uint8:
-            raise TypeError("webgpu: max_pool2d of uint8 tensors is not supported (bytes are packed four to a "
-                            "word); convert with .int() or .float() first")
+        if x.dtype is dtypes.uint8:   # packed four bytes to a word: pool them widened to int32, narrow back
+            wide = flat(self.map(COPY, (x,), x.shape, dtypes.int32, dtypes.int32), x.shape, dtypes.int32)
+            values, indices = self.max_pool2d(wide, shape, kernel, stride, padding, dilation)
+            return self.map(COPY, (flat(values, shape, dtypes.int32),), shape, dtypes.int32, dtypes.uint8), indices
         values, indices = self._empty(shape, x.dtype), self._empty(shape, dtypes.int32)
         self._pool("max_forward", values, indices, x, x.shape, shape, (kernel, stride, padding, dilation))
         return values, indices
