@@ -150,6 +150,24 @@ class Backend:
     # ---- map: out[i] = op(args...) over broadcast views and scalars; into `out` (a View) if given ----
     def map(self, op, args, shape, compute, out_dtype, out=None): raise NotImplementedError
 
+    def map_runner(self, op, args, shape, compute, out_dtype):
+        """map into a new storage for operands laid out as args are, as one callable an op keeps (the
+        hot path of elementwise ops): run(storages, offsets, scalars) takes, in args' order, each View's
+        storage and offset (its shape, strides and dtype as args's) and each scalar operand's value."""
+        layout = [(a.shape, a.strides, a.dtype) if isinstance(a, View) else None for a in args]
+
+        def run(storages, offsets, scalars):
+            places, numbers = iter(zip(storages, offsets)), iter(scalars)
+            operands = []
+            for fields in layout:
+                if fields is None:
+                    operands.append(next(numbers))
+                else:
+                    (storage, offset), (view_shape, strides, dtype) = next(places), fields
+                    operands.append(View(storage, view_shape, strides, offset, dtype))
+            return self.map(op, operands, shape, compute, out_dtype)
+        return run
+
     # ---- reduce: op over `dims` of x ----
     def reduce(self, op, x, dims, out_dtype): raise NotImplementedError
 

@@ -9,7 +9,7 @@ import math
 import numbers
 
 from ..amp import autocast_op
-from .. import dtypes
+from .. import autograd as _autograd, dtypes
 from ..autograd import Function, records
 from ..backends import get_backend
 from ..backends.base import Elementwise, contiguous_strides, wgsl_is_nan as _nan
@@ -178,10 +178,11 @@ def _map(op, *args):
     """Promote dtypes, check devices, broadcast shapes, then run op elementwise."""
     # All of that follows from the operands' shapes, dtypes, devices and scalar types, not their
     # values: it is worked out once per such signature (a _Plan) and reused by every later call.
-    key = [op]   # flat: a tensor's shape, dtype and device, a scalar's type (each kind its own types)
+    # The strides too, so that a plan keeps its backend's runner for the operands' layout (_Plan.run).
+    key = [op]   # flat: a tensor's shape, dtype, device and strides, a scalar's type (each kind its own types)
     for a in args:
         if isinstance(a, Tensor):
-            key += (a.shape, a.dtype, a.device)
+            key += (a.shape, a.dtype, a.device, a._strides)
         else:
             key.append(type(a))
     key = tuple(key)
@@ -202,7 +203,7 @@ def _map(op, *args):
 
 class _Plan:
     """_map's checks, dtype promotion and broadcasting for one signature of operands."""
-    __slots__ = ("op", "compute", "out_dtype", "floating", "shape", "strides", "device", "convert")
+    __slots__ = ("op", "compute", "out_dtype", "floating", "shape", "strides", "device", "convert", "runner")
 
     def __init__(self, op, args):
         from .movement import broadcast_shapes
@@ -231,12 +232,27 @@ class _Plan:
             a.shape != self.shape or (kind == _BOOL and a.dtype is not dtypes.bool_) if isinstance(a, Tensor)
             else not isinstance(a, (bool, int, float)) or (type(a) is int and not self.compute.is_floating_point)
             for a, kind in zip(args, kinds))
+        self.runner = None   # (the backend, its map_runner for this signature), made by the first run
 
     def run(self, op, args):
         """The kernel over args (as converted() gives them): the result, a new Tensor."""
-        storage = get_backend(self.device).map(op, [a._view if isinstance(a, Tensor) else a for a in args],
-                                               self.shape, self.compute, self.out_dtype)
-        return Tensor(storage, self.shape, self.out_dtype, self.device, self.strides)
+        if _autograd._unpacking is not None:   # a backward rule reads them: as saved? (Tensor._view's check)
+            for a in args:
+                if isinstance(a, Tensor):
+                    _autograd.check_saved(a)
+        storages, offsets, scalars = [], [], []
+        for a in args:
+            if isinstance(a, Tensor):
+                storages.append(a._storage)
+                offsets.append(a._offset)
+            else:
+                scalars.append(a)
+        backend = get_backend(self.device)
+        if self.runner is None or self.runner[0] is not backend:   # (a device replaced: tests do)
+            self.runner = backend, backend.map_runner(op, [a._view if isinstance(a, Tensor) else a for a in args],
+                                                      self.shape, self.compute, self.out_dtype)
+        return Tensor(self.runner[1](storages, offsets, scalars), self.shape, self.out_dtype, self.device,
+                      self.strides)
 
     def converted(self, op, args):
         """The operands as the kernel takes them: Python scalars, wrapped to int32 for an integer

@@ -54,47 +54,48 @@ class MapSpec(NamedTuple):
 class _MapKernel:
     """What map works out once per key: the output's buffer size (and its name for a too-large
     error), the number of elements, the parameter block's packing (block_packer), the workgroups, the
-    pipeline (runtime.pipeline's arguments in compile until the first dispatch compiles it) and its MapSpec."""
-    __slots__ = ("nbytes", "what", "numel", "head", "tail", "groups", "compile", "pipeline", "spec")
+    pipeline (runtime.pipeline's arguments in compile until the first dispatch compiles it) and its MapSpec.
+    Called with its tensor operands' storages and offsets and its scalar operands, it runs map into a
+    new storage: Backend.map_runner's runner for its key's layout."""
+    __slots__ = ("runtime", "compute", "nbytes", "what", "numel", "head", "tail", "groups", "compile", "pipeline",
+                 "spec")
+
+    def __call__(self, storages, offsets, scalars):
+        out = self.runtime.alloc(self.nbytes, self.what)
+        self.launch([out, *storages], [0, *offsets], [word(a, self.compute) for a in scalars] if scalars else scalars)
+        return out
+
+    def launch(self, storages, offsets, words):
+        """Queue the kernel over storages at offsets (the output's first), with the scalar operands' words."""
+        if self.numel:
+            if self.pipeline is None:   # compiled after the allocation, which raises first if too large
+                self.pipeline = self.runtime.pipeline(*self.compile)
+            self.runtime.dispatch(self.pipeline, storages, self.head + self.tail.pack(*offsets, *words), self.groups,
+                                  elementwise=(self.spec, offsets, words))
 
 
 class MapKernels:
     def __init__(self):
-        self._map_kernels = {}   # map's key -> _MapKernel
+        self._map_kernels = {}   # _split's key -> _MapKernel
 
     def map(self, op, args, shape, compute, out_dtype, out=None):
-        # All but the offsets and scalar operands follows from this key: a repeated op (the common
-        # case) reuses its _MapKernel instead of working out its kernel and words again.
-        if out is None:
-            key, storages, offsets = [op, shape, compute, out_dtype, None], [None], [0]
-        else:
-            key, storages, offsets = [op, shape, compute, out_dtype, out.strides], [out.storage], [out.offset]
-        scalars = []
-        for a in args:
-            if isinstance(a, View):
-                storage, _, strides, offset, dtype = a
-                key.append(dtype)
-                key.append(strides)
-                storages.append(storage)
-                offsets.append(offset)
-            else:
-                key.append(None)
-                scalars.append(word(a, compute))
-        key = tuple(key)
+        key, storages, offsets, words = _split(op, args, shape, compute, out_dtype, out)
         kernel = self._map_kernels.get(key) or self._map_kernel(key, op, args, shape, compute, out_dtype, out)
         if out is None:
             storages[0] = self.runtime.alloc(kernel.nbytes, kernel.what)
-        if kernel.numel:
-            if kernel.pipeline is None:   # compiled after the allocation, which raises first if too large
-                kernel.pipeline = self.runtime.pipeline(*kernel.compile)
-            self.runtime.dispatch(kernel.pipeline, storages, kernel.head + kernel.tail.pack(*offsets, *scalars),
-                                  kernel.groups, elementwise=(kernel.spec, offsets, scalars))
+        kernel.launch(storages, offsets, words)
         return storages[0]
+
+    def map_runner(self, op, args, shape, compute, out_dtype):
+        """Backend.map_runner: the _MapKernel of map's key for args (the kernel is its own runner)."""
+        key = _split(op, args, shape, compute, out_dtype, None)[0]
+        return self._map_kernels.get(key) or self._map_kernel(key, op, args, shape, compute, out_dtype, None)
 
     def _map_kernel(self, key, op, args, shape, compute, out_dtype, out):
         """map's checks, and the _MapKernel for its key."""
         check_gpu_dtype(compute, "computing in", float16=True)
         kernel = _MapKernel()
+        kernel.runtime, kernel.compute = self.runtime, compute
         kernel.nbytes, kernel.what = buffer_request(shape, out_dtype, self.runtime) if out is None else (0, None)
         kernel.numel = math.prod(shape)
         kinds = tuple(a.dtype if isinstance(a, View) else None for a in args)
@@ -127,6 +128,27 @@ class MapKernels:
             self._map_kernels.clear()
         self._map_kernels[key] = kernel
         return kernel
+
+
+def _split(op, args, shape, compute, out_dtype, out):
+    """map's arguments as (its kernel's key, the storages and offsets of out and of each tensor operand,
+    the scalar operands' words); out's are None and 0 where map allocates it. All but the offsets and
+    words follows from the key (the op, shape and dtypes, the strides of out and of each operand), so a
+    repeated op (the common case) reuses its _MapKernel instead of working it out again."""
+    if out is None:
+        key, storages, offsets = [op, shape, compute, out_dtype, None], [None], [0]
+    else:
+        key, storages, offsets = [op, shape, compute, out_dtype, out.strides], [out.storage], [out.offset]
+    words = []
+    for a in args:
+        if isinstance(a, View):
+            key += (a.dtype, a.strides)
+            storages.append(a.storage)
+            offsets.append(a.offset)
+        else:
+            key.append(None)
+            words.append(word(a, compute))
+    return tuple(key), storages, offsets, words
 
 
 def _map_source(op, kinds, compute, out_dtype, nd, params):
