@@ -70,15 +70,22 @@ def text(page, testid):
     return page.text_content(f"[data-testid={testid}]")
 
 
-def printed_json(page, source, marker, timeout_s=45):
-    """Runs source in the playground's code panel (Run) and returns the JSON it prints after marker
-    (source ends with print(marker, json.dumps(...)))."""
+def ran_output(page, source, marker, timeout_s=45):
+    """Runs source in the playground's code panel (Run) until it prints marker (or fails) and returns
+    the output panel's text, which must hold marker."""
     page.fill("[data-testid=code]", source)
     page.click("[data-testid=run-code]")
     wait_for(page, f"document.querySelector('[data-testid=output]').textContent.includes({marker!r})"
                    f" || document.querySelector('[data-testid=status]').textContent.includes('error')", timeout_s)
     out = text(page, "output")
     assert marker in out, out
+    return out
+
+
+def printed_json(page, source, marker, timeout_s=45):
+    """Runs source in the playground's code panel (Run) and returns the JSON it prints after marker
+    (source ends with print(marker, json.dumps(...)))."""
+    out = ran_output(page, source, marker, timeout_s)
     return json.loads(out.split(marker, 1)[1].strip().splitlines()[0])
 
 

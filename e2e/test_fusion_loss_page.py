@@ -3,7 +3,7 @@ in the page: the browser's WGSL compiler takes the forward that writes d logits 
 gives the unfused replay's and the eager loss and gradient there, bit for bit, one dispatch fewer. And a
 GPU's one-pass sum of a bias gradient (kernels/reduce.py's runs form, which a software adapter such as
 the page's does not pick) compiles there and gives the two passes' sums."""
-from e2e.conftest import wait_for
+from e2e.conftest import ran_output
 
 CODE = """
 import random
@@ -45,10 +45,6 @@ print('RUNS', all(abs(a - b) <= 1e-3 * (1 + abs(b)) for a, b in zip(one_pass, tw
 
 def test_the_folded_cross_entropy_compiles_and_agrees_in_the_page(page, open_playground):
     open_playground()
-    page.fill("[data-testid=code]", CODE)
-    page.click("[data-testid=run-code]")
-    wait_for(page, "document.querySelector('[data-testid=output]').textContent.includes('RUNS')"
-                   " || document.querySelector('[data-testid=status]').textContent.includes('error')", 60)
-    out = page.text_content("[data-testid=output]")
+    out = ran_output(page, CODE, "RUNS", 60)
     assert "LOSS True 1" in out, out
     assert "RUNS True" in out, out

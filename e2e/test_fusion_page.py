@@ -1,7 +1,7 @@
 """wg.jit's fused kernels in the page: the browser's WGSL compiler takes the generated sources (chains
 of maps, and products, max pools and sums with maps in their store), and a fused replay gives the unfused replay's and
 the eager results there, bit for bit."""
-from e2e.conftest import wait_for
+from e2e.conftest import ran_output
 
 CODE = """
 import random
@@ -51,11 +51,7 @@ print('POOLS', *same_three_ways(pools, lambda: (t(2, 108).reshape(2, 3, 6, 6),))
 
 def test_fused_kernels_compile_and_agree_in_the_page(page, open_playground):
     open_playground()
-    page.fill("[data-testid=code]", CODE)
-    page.click("[data-testid=run-code]")
-    wait_for(page, "document.querySelector('[data-testid=output]').textContent.includes('POOLS')"
-                   " || document.querySelector('[data-testid=status]').textContent.includes('error')", 60)
-    out = page.text_content("[data-testid=output]")
+    out = ran_output(page, CODE, "POOLS", 60)
     # gt, lt, and, mul, add, exp, mul, sub, where, relu, abs, add, div: one kernel; x - row (which the
     # sum reads) another: 14 maps in 2
     assert "FUSION True 12" in out, out
