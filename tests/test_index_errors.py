@@ -11,7 +11,7 @@ import torch.nn.functional as TF
 
 import webgrad as wg
 from webgrad.backends.webgpu import index_errors
-from webgrad.backends.webgpu.runtime import word_window
+from webgrad.backends.webgpu.words import word_window
 from webgrad.nn import functional as F
 from conftest import dispatched_kernels, integers, randn, rng, tag
 # the runtime over a fake driver, directly and through browser.py: conftest's fake_runtime

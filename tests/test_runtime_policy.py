@@ -9,7 +9,8 @@ import pytest
 
 from webgrad.backends.webgpu import runtime as runtime_module
 from webgrad.backends.webgpu.runtime import (ARENA_MIN_BYTES, MAX_QUEUED, PARAMS_BYTES, RAISED_LIMITS,
-                                             REPORTED_LIMITS, Runtime, word_aligned, word_window)
+                                             REPORTED_LIMITS, Runtime)
+from webgrad.backends.webgpu.words import word_aligned, word_window
 from conftest import rng, tag
 from runtime_fakes import JS_NAMES, WEBGPU_DEFAULT_LIMITS, FakeBridge, FakeDriver, blocks_of, kernel
 

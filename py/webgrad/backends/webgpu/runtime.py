@@ -37,6 +37,7 @@ from collections import defaultdict
 from .bind_groups import BindGroups
 from .index_errors import RECORD, IndexErrors
 from .recording import Recording
+from .words import word_aligned, word_window
 
 PARAMS_BYTES = 256   # one dispatch's parameter block (256 is also the largest legal offset alignment)
 PARAMS_WORDS = PARAMS_BYTES // 4
@@ -80,29 +81,6 @@ class DeviceLost(RuntimeError):
 
 def f32_bits(value):
     return _U32.unpack(_F32.pack(value))[0]
-
-
-def word_aligned(offset, data, read_word):
-    """(start, bytes) widening a write of data at offset to whole 4-byte words, which is all WebGPU
-    writes; the edge words keep their current bytes (read_word(at) reads 4 bytes: a blocking
-    readback, but tensors are word-aligned, so this is the rare path)."""
-    data = memoryview(data).cast("B")
-    n = len(data)
-    start, end = offset & ~3, (offset + n + 3) & ~3
-    if n == 0 or (start, end) == (offset, offset + n):
-        return start, data
-    span = bytearray(end - start)
-    span[:4] = read_word(start)
-    span[-4:] = read_word(end - 4)
-    span[offset - start: offset - start + n] = data
-    return start, span
-
-
-def word_window(offset, nbytes):
-    """(start, size): the whole 4-byte words that hold bytes [offset, offset + nbytes), which is
-    all WebGPU copies out of a buffer."""
-    start = offset & ~3
-    return start, ((offset + nbytes + 3) & ~3) - start
 
 
 def arena_size(nbytes):
@@ -369,9 +347,7 @@ class Runtime:
         return self._recording is not None
 
     @property
-    def under_jit(self):
-        """Whether wg.jit is recording or warming up to record: work that pays only when replayed
-        runs so in both, so the warm-up tunes what the recording then takes."""
+    def under_jit(self):   # recording, or warming up for it (so the warm-up tunes what the recording takes)
         return self._recording is not None or self.jit_warming_up
 
     def start_recording(self):
