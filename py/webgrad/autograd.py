@@ -44,11 +44,15 @@ def check_saved(t):
     key = id(t._storage)
     expected = _unpacking.get(key)
     if expected is not None and _versions.get(key, 0) != expected:
-        what = f" which is output 0 of {_op_name(t._ctx)}," if t._ctx is not None else ""
-        raise RuntimeError(
-            f"one of the variables needed for gradient computation has been modified by an inplace operation: "
+        raise RuntimeError(modified_error(t, expected))
+
+
+def modified_error(t, expected):
+    """PyTorch's message for a saved tensor t written in place since it was saved at version expected."""
+    what = f" which is output 0 of {_op_name(t._ctx)}," if t._ctx is not None else ""
+    return (f"one of the variables needed for gradient computation has been modified by an inplace operation: "
             f"[webgrad.{TYPE_NAMES[t.dtype.name]}Tensor {list(t.shape)}],{what} is at version "
-            f"{_versions.get(key, 0)}; expected version {expected} instead. Hint: the values it was computed "
+            f"{version(t._storage)}; expected version {expected} instead. Hint: the values it was computed "
             f"from were overwritten; clone() the tensor before modifying it.")
 
 
@@ -187,11 +191,21 @@ def _check_anomaly(ctx, tensors, backward):
 
 
 class Function:
-    """One recorded op. Subclasses define forward(*args, **kwargs) and backward(grad)."""
+    """One recorded op. Subclasses define forward(*args, **kwargs) and backward(grad), or are written in
+    torch's style (staticmethods taking ctx: autograd_function.py)."""
     # A Function whose output is a scalar may take backward()'s implicit gradient, 1, as grad=None
     # and fold it into its kernel: that saves filling a ones tensor (a dispatch) in every step.
     takes_unit_grad = False
     freed = False   # set by release()
+
+    def __init_subclass__(cls, **kwargs):
+        # A subclass in torch's style (forward a staticmethod: forward(ctx, ...), or with setup_context)
+        # gets that style's apply once, here; the library's ops keep the plain one on their hot path.
+        super().__init_subclass__(**kwargs)
+        forward = next(k.__dict__["forward"] for k in cls.__mro__ if "forward" in k.__dict__)
+        if isinstance(forward, staticmethod):
+            from . import autograd_function
+            autograd_function.adopt(cls)
 
     @classmethod
     def apply(cls, *args, **kwargs):
@@ -275,5 +289,9 @@ def _refresh_view(t):
 
 from . import _tensor  # noqa: E402 (a cycle: _tensor imports this module first)
 from . import autograd_engine  # noqa: E402 (the backward pass, built on the above)
+from . import autograd_function as function  # noqa: E402, F401 (torch.autograd.function: ctx-style Functions)
+# A package's mark, so that `import torch.autograd.function` (torch_alias) looks for the submodule, which
+# autograd_function registers as webgrad.autograd.function.
+__path__ = []
 # torch.autograd's backward and grad; WindowGrad for the slicing ops' gradients
 backward, grad, WindowGrad = autograd_engine.backward, autograd_engine.grad, autograd_engine.WindowGrad

@@ -10,6 +10,7 @@ import math
 
 from . import autograd as _autograd
 from .autograd import _anomaly_mode, _check_anomaly, _grad_mode
+from .autograd_function import SlotGrads
 from .dtypes import TYPE_NAMES
 
 
@@ -81,7 +82,7 @@ def register_hook(tensor, hook):
     """Tensor.register_hook: hook(grad) runs when tensor's gradient has been summed, before it is
     accumulated into .grad (a leaf) or passed on (a computed tensor); a non-None result replaces
     it. The hooks live on the tensor's graph node (the leaf itself, or its grad_fn)."""
-    from .nn.module import RemovableHandle
+    from .nn.hooks import RemovableHandle
     if not tensor.requires_grad:
         raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
     node = tensor.grad_fn or tensor
@@ -194,6 +195,10 @@ def _backward_node(node, g, grads, check):
         input_grads = node.backward(g)
     finally:
         _autograd._unpacking = outer
+    if isinstance(input_grads, SlotGrads):   # one output of a multi-output Function: on to that Function
+        key = id(node.edges[0])
+        grads[key] = _accumulate(grads.get(key), input_grads)
+        return
     if not isinstance(input_grads, tuple):
         input_grads = (input_grads,)
     if check:

@@ -12,6 +12,7 @@ from ..autograd import no_grad
 from ..ops.creation import zeros_like
 from .._tensor import Tensor
 from . import state
+from .hooks import BackwardHook, RemovableHandle
 from .parameter import Parameter
 
 _TENSOR_TYPES = {"float32": "FloatTensor", "float64": "DoubleTensor", "int32": "IntTensor", "uint8": "ByteTensor",
@@ -63,11 +64,16 @@ class Module:
                     args, kwargs = changed
                 else:
                     args = changed if isinstance(changed, tuple) else (changed,)
+        backward_hook = None
+        if hooks["backward"] or hooks["backward_pre"]:
+            backward_hook = BackwardHook(self, [h for h, _ in hooks["backward"].values()],
+                                         [h for h, _ in hooks["backward_pre"].values()])
+            args = backward_hook.setup_inputs(args)
         output = self.forward(*args, **kwargs)
         for hook, with_kwargs in list(hooks["post"].values()):
             changed = hook(self, args, kwargs, output) if with_kwargs else hook(self, args, output)
             output = output if changed is None else changed
-        return output
+        return output if backward_hook is None else backward_hook.setup_outputs(output)
 
     # ---- hooks: fn(module, args) before forward, fn(module, args, output) after it ----
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
@@ -80,9 +86,19 @@ class Module:
         each forward; what it returns, if not None, replaces the output."""
         return self._add_hook("post", hook, prepend, with_kwargs)
 
+    def register_full_backward_hook(self, hook, prepend=False):
+        """hook(module, grad_input, grad_output) runs when the gradients of the module's positional Tensor
+        arguments have been computed; what it returns, if not None, replaces grad_input (nn/hooks.py)."""
+        return self._add_hook("backward", hook, prepend, False)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """hook(module, grad_output) runs when the gradients of the module's outputs have been computed;
+        what it returns, if not None, replaces grad_output."""
+        return self._add_hook("backward_pre", hook, prepend, False)
+
     def _add_hook(self, when, hook, prepend, with_kwargs):
         if "_hooks" not in self.__dict__:
-            object.__setattr__(self, "_hooks", {"pre": {}, "post": {}})
+            object.__setattr__(self, "_hooks", {"pre": {}, "post": {}, "backward": {}, "backward_pre": {}})
         hooks = self._hooks[when]
         handle = RemovableHandle(hooks)
         hooks[handle.id] = (hook, with_kwargs)
@@ -352,23 +368,6 @@ class Module:
         elif lines:
             text += "\n  " + "\n  ".join(lines) + "\n"
         return text + ")"
-
-
-class RemovableHandle:
-    """What register_*_hook returns: remove() (or leaving a `with` block) takes the hook away."""
-    _ids = iter(range(1 << 62))
-
-    def __init__(self, hooks):
-        self.hooks, self.id = hooks, next(RemovableHandle._ids)
-
-    def remove(self):
-        self.hooks.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
 
 
 def _parse_to(args, kwargs):
