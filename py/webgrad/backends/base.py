@@ -150,14 +150,25 @@ class Backend:
     # ---- map: out[i] = op(args...) over broadcast views and scalars; into `out` (a View) if given ----
     def map(self, op, args, shape, compute, out_dtype, out=None): raise NotImplementedError
 
-    def map_runner(self, op, args, shape, compute, out_dtype):
+    def map_reads_out(self):
+        """Whether map into out may now take out's own elements (its storage, offset and strides) as an
+        operand, each read before it is written; else callers pass a copy."""
+        return True
+
+    def map_runner(self, op, args, shape, compute, out_dtype, out=None):
         """map into a new storage for operands laid out as args are, as one callable an op keeps (the
         hot path of elementwise ops): run(storages, offsets, scalars) takes, in args' order, each View's
-        storage and offset (its shape, strides and dtype as args's) and each scalar operand's value."""
+        storage and offset (its shape, strides and dtype as args's) and each scalar operand's value.
+        Given out (a View), the runner writes into a storage laid out as out, given first in storages
+        and offsets (an in-place write), and returns it."""
         layout = [(a.shape, a.strides, a.dtype) if isinstance(a, View) else None for a in args]
 
         def run(storages, offsets, scalars):
             places, numbers = iter(zip(storages, offsets)), iter(scalars)
+            out_view = None
+            if out is not None:
+                storage, offset = next(places)
+                out_view = View(storage, out.shape, out.strides, offset, out.dtype)
             operands = []
             for fields in layout:
                 if fields is None:
@@ -165,7 +176,7 @@ class Backend:
                 else:
                     (storage, offset), (view_shape, strides, dtype) = next(places), fields
                     operands.append(View(storage, view_shape, strides, offset, dtype))
-            return self.map(op, operands, shape, compute, out_dtype)
+            return self.map(op, operands, shape, compute, out_dtype, out_view)
         return run
 
     # ---- reduce: op over `dims` of x ----

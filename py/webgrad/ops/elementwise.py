@@ -14,6 +14,7 @@ from ..autograd import Function, records
 from ..backends import get_backend
 from ..backends.base import Elementwise, contiguous_strides, wgsl_is_nan as _nan
 from .._tensor import Size, Tensor, tensor_method
+from .plans import Plans, plan_key
 
 
 class MapOp(Elementwise):
@@ -179,19 +180,8 @@ def _map(op, *args):
     # All of that follows from the operands' shapes, dtypes, devices and scalar types, not their
     # values: it is worked out once per such signature (a _Plan) and reused by every later call.
     # The strides too, so that a plan keeps its backend's runner for the operands' layout (_Plan.run).
-    key = [op]   # flat: a tensor's shape, dtype, device and strides, a scalar's type (each kind its own types)
-    for a in args:
-        if isinstance(a, Tensor):
-            key += (a.shape, a.dtype, a.device, a._strides)
-        else:
-            key.append(type(a))
-    key = tuple(key)
-    plan = _plans.get(key)
-    if plan is None:
-        plan = _Plan(_on_bools(op, args), args)
-        if len(_plans) >= PLANS_KEPT:
-            _plans.clear()
-        _plans[key] = plan
+    key = plan_key([op], args)
+    plan = _plans.get(key) or _plans.keep(key, _Plan(_on_bools(op, args), args))
     op = plan.op
     if plan.convert:
         args = plan.converted(op, args)
@@ -205,7 +195,8 @@ class _Plan:
     """_map's checks, dtype promotion and broadcasting for one signature of operands."""
     __slots__ = ("op", "compute", "out_dtype", "floating", "shape", "strides", "device", "convert", "runner")
 
-    def __init__(self, op, args):
+    def __init__(self, op, args, shape=None):
+        """shape: the result's where given (an in-place write's, its target's), else the operands' broadcast."""
         from .movement import broadcast_shapes
         self.op = op
         tensors = [a for a in args if isinstance(a, Tensor)]
@@ -224,7 +215,7 @@ class _Plan:
             raise NotImplementedError(f"{op.name} is not implemented for {self.compute.name}: integer and bool "
                                       f"operands only")
         self.floating = self.out_dtype.is_floating_point
-        self.shape = Size(broadcast_shapes(*[t.shape for t in tensors]))
+        self.shape = Size(broadcast_shapes(*[t.shape for t in tensors], *(() if shape is None else (shape,))))
         self.strides = contiguous_strides(self.shape)   # the result's
         self.device = tensors[0].device
         # whether converted() changes any operand of this signature
@@ -234,13 +225,14 @@ class _Plan:
             for a, kind in zip(args, kinds))
         self.runner = None   # (the backend, its map_runner for this signature), made by the first run
 
-    def run(self, op, args):
-        """The kernel over args (as converted() gives them): the result, a new Tensor."""
+    def run(self, op, args, into=None):
+        """The kernel over args (as converted() gives them): the result, a new Tensor; or, given `into`
+        (a tensor of the result's shape and dtype, laid out alike at every call of this plan), into it."""
         if _autograd._unpacking is not None:   # a backward rule reads them: as saved? (Tensor._view's check)
             for a in args:
                 if isinstance(a, Tensor):
                     _autograd.check_saved(a)
-        storages, offsets, scalars = [], [], []
+        storages, offsets, scalars = ([], [], []) if into is None else ([into._storage], [into._offset], [])
         for a in args:
             if isinstance(a, Tensor):
                 storages.append(a._storage)
@@ -250,9 +242,10 @@ class _Plan:
         backend = get_backend(self.device)
         if self.runner is None or self.runner[0] is not backend:   # (a device replaced: tests do)
             self.runner = backend, backend.map_runner(op, [a._view if isinstance(a, Tensor) else a for a in args],
-                                                      self.shape, self.compute, self.out_dtype)
-        return Tensor(self.runner[1](storages, offsets, scalars), self.shape, self.out_dtype, self.device,
-                      self.strides)
+                                                      self.shape, self.compute, self.out_dtype,
+                                                      None if into is None else into._view)
+        result = self.runner[1](storages, offsets, scalars)
+        return into if into is not None else Tensor(result, self.shape, self.out_dtype, self.device, self.strides)
 
     def converted(self, op, args):
         """The operands as the kernel takes them: Python scalars, wrapped to int32 for an integer
@@ -267,8 +260,7 @@ class _Plan:
         return args
 
 
-_plans = {}        # _map's key -> _Plan
-PLANS_KEPT = 4096  # past this many signatures (ever new shapes) the cache starts over
+_plans = Plans()   # _map's plan_key -> _Plan
 
 
 def _python_scalar(a, op):

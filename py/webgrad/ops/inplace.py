@@ -13,12 +13,13 @@ import math
 from .. import dtypes
 from ..dtypes import TYPE_NAMES
 from ..autograd import Function, bump_version, is_grad_enabled, version
-from ..backends.base import FILL, flat
+from ..backends.base import FILL
 from .creation import full, rand, randn
 from .elementwise import (ABS, ADD, BITWISE_AND, BITWISE_NOT, BITWISE_OR, BITWISE_XOR, CLAMP, EXP, IDENTITY, LOG,
                           LOGICAL_AND, LOGICAL_NOT, LOGICAL_OR, LOGICAL_XOR, MUL, NEG, POW, RELU, SIGMOID, SQRT, SUB,
                           TANH, Map, MapOp, _on_bools, _Plan, cast_op)
-from .movement import _as_view, broadcast_shapes, expand, write_into
+from .movement import _as_view, write_into
+from .plans import Plans, plan_key
 from .._tensor import Tensor, tensor_method
 
 # a + b * c: add_/sub_ with alpha, addcmul_, addcdiv_, lerp_, and the affine step of uniform_/normal_
@@ -31,46 +32,102 @@ def modify(x, op, *operands, assign=False):
     its result written into x's storage by one kernel. Its dtype must cast to x's as PyTorch's
     in-place ops require (no float into int, nothing into bool), or with assign=True any way
     (copy_, x[i] = v). Returns x."""
-    op = _on_bools(op, operands)   # bool.add_(bool) is an or, as bool + bool
-    tensors = [a for a in operands if isinstance(a, Tensor)]
-    recording = is_grad_enabled() and x.dtype.is_floating_point and (
-        x.requires_grad or any(t.requires_grad for t in tensors))
-    _check_target(x, recording)
-    shape = broadcast_shapes(x.shape, *[t.shape for t in tensors])
-    if shape != x.shape:
-        raise RuntimeError(f"output with shape {list(x.shape)} doesn't match the broadcast shape {list(shape)}")
-    # Without an operand in x's storage the old values only lose their gradient (it is zero).
-    overwrites = not any(t._storage is x._storage for t in tensors)
-    # An operand in x's storage is read from a copy: a WebGPU kernel may not read the buffer it
-    # writes, and the copy keeps the old values for the backward that needs them (mul_, pow_, ...).
-    operands = [_unaliased(x, a) if isinstance(a, Tensor) else a for a in operands]
-    operands = [expand(a, x.shape) if isinstance(a, Tensor) and a.shape != x.shape else a for a in operands]
-    plan = _Plan(op, operands)
-    if not assign and not _can_cast(plan.out_dtype, x.dtype):
-        raise RuntimeError(f"result type {TYPE_NAMES[plan.out_dtype.name]} can't be cast to the desired output "
-                           f"type {TYPE_NAMES[x.dtype.name]}")
-    operands = plan.converted(op, operands) if plan.convert else operands
+    recording = _recording(x, operands)
+    if recording:
+        _check_leaf(x)
+    # An operand in x's storage is read from a copy (which keeps the old values for the backward that
+    # needs them: mul_, pow_, ...), but x's own elements outside a graph, where the backend's kernel
+    # reads each before it writes it (Backend.map_reads_out). Without one the old values only lose
+    # their gradient.
+    overwrites, own = True, []
+    for k, a in enumerate(operands):
+        if isinstance(a, Tensor) and a._storage is x._storage:
+            overwrites = False
+            if not recording and (a._offset, a.shape, a._strides) == (x._offset, x.shape, x._strides) and \
+                    x.backend.map_reads_out():
+                own.append(k)
+            else:
+                operands = operands[:k] + (_unaliased(x, a),) + operands[k + 1:]
+    key = plan_key([op, assign, tuple(own), x.shape, x.dtype, x.device, x._strides], operands)
+    plan = _write_plans.get(key) or _write_plans.keep(key, _WritePlan(x, op, operands, assign))
+    operands = plan.plan.converted(plan.plan.op, operands) if plan.plan.convert else operands
     if not recording:
-        _write(x, op, plan, operands)
+        plan.write(x, operands)
         return x
-    node = _Modify.apply(x, op, plan, overwrites, *operands)
+    node = _Modify.apply(x, plan, overwrites, *operands)
     _rebase(x, node._ctx)
     return x
 
 
+class _WritePlan:
+    """modify's checks and kernels for one signature (x's and the operands' as plan_key gives them, the
+    op, assign), worked out at its first call and kept for later ones: what follows from values (grad
+    mode, requires_grad, storages shared with x, offsets, scalars) is looked at in each call."""
+    __slots__ = ("plan", "cast")
+
+    def __init__(self, x, op, operands, assign):
+        _check_written(x)
+        # (bool.add_(bool) is an or, as bool + bool)
+        self.plan = plan = _Plan(_on_bools(op, operands), operands, x.shape)
+        if plan.shape != x.shape:
+            raise RuntimeError(f"output with shape {list(x.shape)} doesn't match the broadcast shape "
+                               f"{list(plan.shape)}")
+        if not assign and not _can_cast(plan.out_dtype, x.dtype):
+            raise RuntimeError(f"result type {TYPE_NAMES[plan.out_dtype.name]} can't be cast to the desired output "
+                               f"type {TYPE_NAMES[x.dtype.name]}")
+        self.cast = None   # where the result's dtype is not x's, the _Plan of its cast into x (the first write's)
+
+    def write(self, x, operands):
+        """The op's result (operands as plan.converted gives them) into x's storage, and its version counted."""
+        plan = self.plan
+        if plan.out_dtype is x.dtype:
+            plan.run(plan.op, operands, into=x)
+        else:
+            scratch = plan.run(plan.op, operands)
+            self.cast = self.cast or _Plan(cast_op(x.dtype), (scratch,))
+            self.cast.run(self.cast.op, (scratch,), into=x)
+        bump_version(x._storage)
+
+
+_write_plans = Plans()   # modify's plan_key -> _WritePlan
+
+
 def assign(x, value):
     """x's elements become value's (a tensor broadcast to x's shape, any dtype, or a number)."""
-    if not isinstance(value, Tensor):
-        value = full((), value, dtype=x.dtype, device=x.device)
-    return modify(x, IDENTITY, value, assign=True)
+    if isinstance(value, Tensor):
+        return modify(x, IDENTITY, value, assign=True)
+    if _recording(x, ()):   # (its node writes a tensor of the value)
+        return modify(x, IDENTITY, full((), value, dtype=x.dtype, device=x.device), assign=True)
+    # else one fill by the value, converted to x's dtype as wg.full converts it
+    _check_written(x)
+    value = bool(value) if x.dtype is dtypes.bool_ else float(value) if x.dtype.is_floating_point else int(value)
+    x.backend.map(FILL, (value,), x.shape, x.dtype, x.dtype, out=x._view)
+    bump_version(x._storage)
+    return x
+
+
+def _recording(x, operands):
+    """Whether writing operands into x records a node."""
+    return is_grad_enabled() and x.dtype.is_floating_point and (
+        x.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in operands))
 
 
 def _check_target(x, recording):
-    if recording and x._ctx is None and x.requires_grad:
+    """x may be written: by a recorded write, where the leaf rules allow it."""
+    if recording:
+        _check_leaf(x)
+    _check_written(x)
+
+
+def _check_leaf(x):
+    if x._ctx is None and x.requires_grad:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     base = x._base
-    if recording and base is not None and base._ctx is None and base.requires_grad:
+    if base is not None and base._ctx is None and base.requires_grad:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+
+
+def _check_written(x):
     if any(stride == 0 and size > 1 for size, stride in zip(x.shape, x._strides)):
         raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a "
                            "single memory location. Please clone() the tensor before performing the operation.")
@@ -79,8 +136,6 @@ def _check_target(x, recording):
 def _unaliased(x, a):
     """a, or a copy of it where it lies in x's storage. Like PyTorch, an operand partly overlapping x
     (both dense, neither one the other) is refused: which values it should give is ambiguous."""
-    if a._storage is not x._storage:
-        return a
     same = (a._offset, a.shape, a._strides) == (x._offset, x.shape, x._strides)
     if not same and a.is_contiguous() and x.is_contiguous() and a.numel() and x.numel() and \
             a._offset < x._offset + x.numel() and x._offset < a._offset + a.numel():
@@ -96,24 +151,13 @@ def _can_cast(source, target):
     return source is dtypes.bool_ or target is not dtypes.bool_
 
 
-def _write(x, op, plan, operands):
-    """op's result into x's storage (through a scratch result and a cast where their dtypes differ)."""
-    args = [a._view if isinstance(a, Tensor) else a for a in operands]
-    if plan.out_dtype is x.dtype:
-        x.backend.map(op, args, x.shape, plan.compute, x.dtype, out=x._view)
-    else:
-        scratch = flat(x.backend.map(op, args, x.shape, plan.compute, plan.out_dtype), x.shape, plan.out_dtype)
-        x.backend.map(cast_op(x.dtype), (scratch,), x.shape, plan.out_dtype, x.dtype, out=x._view)
-    bump_version(x._storage)
-
-
 class _Modify(Map):
     """The recorded write: its gradients are op's (elementwise.Map's), and for x's old values zeros
     where none of them is read (else their copy among the operands passes theirs on)."""
 
-    def forward(self, x, op, plan, overwrites, *operands):
-        _write(x, op, plan, operands)
-        self.op, self.plan, self.args, self.overwrites = op, plan, operands, overwrites
+    def forward(self, x, plan, overwrites, *operands):
+        plan.write(x, operands)
+        self.op, self.plan, self.args, self.overwrites = plan.plan.op, plan.plan, operands, overwrites
         self.out = Tensor(x._storage, x.shape, x.dtype, x.device, x._strides, x._offset)
         return self.out
 

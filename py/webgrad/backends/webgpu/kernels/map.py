@@ -58,12 +58,19 @@ class _MapKernel:
     Called with its tensor operands' storages and offsets and its scalar operands, it runs map into a
     new storage: Backend.map_runner's runner for its key's layout."""
     __slots__ = ("runtime", "compute", "nbytes", "what", "numel", "head", "tail", "groups", "compile", "pipeline",
-                 "spec")
+                 "spec", "unbound")
 
     def __call__(self, storages, offsets, scalars):
         out = self.runtime.alloc(self.nbytes, self.what)
         self.launch([out, *storages], [0, *offsets], [word(a, self.compute) for a in scalars] if scalars else scalars)
         return out
+
+    def into(self, storages, offsets, scalars):
+        """The runner of a kernel keyed with an output layout: into the storage given first (map's out)."""
+        if self.unbound:   # operands read from the output's binding (_split's `own`)
+            storages = [s for k, s in enumerate(storages) if k not in self.unbound]
+        self.launch(storages, offsets, [word(a, self.compute) for a in scalars] if scalars else scalars)
+        return storages[0]
 
     def launch(self, storages, offsets, words):
         """Queue the kernel over storages at offsets (the output's first), with the scalar operands' words."""
@@ -71,7 +78,7 @@ class _MapKernel:
             if self.pipeline is None:   # compiled after the allocation, which raises first if too large
                 self.pipeline = self.runtime.pipeline(*self.compile)
             self.runtime.dispatch(self.pipeline, storages, self.head + self.tail.pack(*offsets, *words), self.groups,
-                                  elementwise=(self.spec, offsets, words))
+                                  elementwise=(self.spec, offsets, words) if self.spec else None)
 
 
 class MapKernels:
@@ -86,10 +93,18 @@ class MapKernels:
         kernel.launch(storages, offsets, words)
         return storages[0]
 
-    def map_runner(self, op, args, shape, compute, out_dtype):
-        """Backend.map_runner: the _MapKernel of map's key for args (the kernel is its own runner)."""
-        key = _split(op, args, shape, compute, out_dtype, None)[0]
-        return self._map_kernels.get(key) or self._map_kernel(key, op, args, shape, compute, out_dtype, None)
+    def map_reads_out(self):
+        """Backend.map_reads_out: but while a recording is made, whose fusion rebuilds maps from their
+        MapSpec (a kernel reading its output's binding has none: it would stay one dispatch there, where
+        the copy of its operand fuses)."""
+        return self.runtime._recording is None
+
+    def map_runner(self, op, args, shape, compute, out_dtype, out=None):
+        """Backend.map_runner: the _MapKernel of map's key for args (the kernel is its own runner; into out's
+        layout, its `into`)."""
+        key = _split(op, args, shape, compute, out_dtype, out)[0]
+        kernel = self._map_kernels.get(key) or self._map_kernel(key, op, args, shape, compute, out_dtype, out)
+        return kernel if out is None else kernel.into
 
     def _map_kernel(self, key, op, args, shape, compute, out_dtype, out):
         """map's checks, and the _MapKernel for its key."""
@@ -100,6 +115,9 @@ class MapKernels:
         kernel.numel = math.prod(shape)
         kinds = tuple(a.dtype if isinstance(a, View) else None for a in args)
         views = [a for a in args if isinstance(a, View)]
+        owns = tuple(isinstance(a, View) and _own(a, out) for a in args)
+        # the storages' slots (0: out's) of the operands read from out's binding, left out of the bindings
+        kernel.unbound = frozenset(1 + k for k, v in enumerate(views) if _own(v, out))
         letters = tuple(x for x, kind in zip(_OPERANDS, kinds) if kind is not None)
         contiguous = all(v.is_contiguous() for v in ([out] if out is not None else []) + views)
         layout_shape, layout = shape, [out.strides if out is not None else contiguous_strides(shape),
@@ -118,23 +136,34 @@ class MapKernels:
         kernel.head, kernel.tail = block_packer(words[:-tail], tail)
         kernel.groups = groups(kernel.numel)
         pipeline_key = ("map", op.name, op.wgsl, compute.name, out_dtype.name, nd,
-                        tuple("scalar" if kind is None else kind.name for kind in kinds))
-        kernel.compile = (pipeline_key, lambda: _map_source(op, kinds, compute, out_dtype, nd, params), "main",
-                          ("read_write",) + ("read",) * len(views))
+                        tuple("scalar" if kind is None else kind.name for kind in kinds), owns)
+        kernel.compile = (pipeline_key, lambda: _map_source(op, kinds, compute, out_dtype, nd, params, owns), "main",
+                          ("read_write",) + ("read",) * (len(views) - len(kernel.unbound)))
         kernel.pipeline = None
-        kernel.spec = MapSpec(op, kinds, compute, out_dtype, shape,
-                              tuple(None if v is None or v.is_contiguous() else v.strides for v in (out, *views)))
+        # (a kernel reading its output's binding is not fusion's to rebuild: it stays one dispatch there)
+        kernel.spec = None if kernel.unbound else MapSpec(
+            op, kinds, compute, out_dtype, shape,
+            tuple(None if v is None or v.is_contiguous() else v.strides for v in (out, *views)))
         if len(self._map_kernels) >= MAP_KERNELS_KEPT:
             self._map_kernels.clear()
         self._map_kernels[key] = kernel
         return kernel
 
 
+def _own(view, out):
+    """Whether an operand is out's own elements (its storage, offset and strides): the kernel reads it
+    from out's binding (a WebGPU dispatch may not bind one buffer read-only and writable), each
+    element before its thread writes it (x.add_(y) without a copy of x)."""
+    return out is not None and view.storage is out.storage and view.offset == out.offset and \
+        view.strides == out.strides
+
+
 def _split(op, args, shape, compute, out_dtype, out):
-    """map's arguments as (its kernel's key, the storages and offsets of out and of each tensor operand,
-    the scalar operands' words); out's are None and 0 where map allocates it. All but the offsets and
-    words follows from the key (the op, shape and dtypes, the strides of out and of each operand), so a
-    repeated op (the common case) reuses its _MapKernel instead of working it out again."""
+    """map's arguments as (its kernel's key, the storages and offsets of out and of each tensor operand
+    (no storage for those out holds: _own), the scalar operands' words); out's are None and 0 where map
+    allocates it. All but the offsets and words follows from the key (the op, shape and dtypes, the
+    strides of out and of each operand), so a repeated op (the common case) reuses its _MapKernel
+    instead of working it out again."""
     if out is None:
         key, storages, offsets = [op, shape, compute, out_dtype, None], [None], [0]
     else:
@@ -142,8 +171,10 @@ def _split(op, args, shape, compute, out_dtype, out):
     words = []
     for a in args:
         if isinstance(a, View):
-            key += (a.dtype, a.strides)
-            storages.append(a.storage)
+            own = _own(a, out)
+            key += (a.dtype, a.strides, own)
+            if not own:
+                storages.append(a.storage)
             offsets.append(a.offset)
         else:
             key.append(None)
@@ -151,10 +182,11 @@ def _split(op, args, shape, compute, out_dtype, out):
     return tuple(key), storages, offsets, words
 
 
-def _map_source(op, kinds, compute, out_dtype, nd, params):
+def _map_source(op, kinds, compute, out_dtype, nd, params, owns):
     """The kernel for op over operands of nd strided dims (0: all contiguous); kinds: each
-    operand's dtype, None for a scalar. The element's coordinates are found once, unrolled over
-    the nd dims, and shared by every operand; a uint8 result is stored by _packed_store."""
+    operand's dtype, None for a scalar; owns: whether each is read from out's binding (_own). The
+    element's coordinates are found once, unrolled over the nd dims, and shared by every operand; a
+    uint8 result is stored by _packed_store."""
     bindings = [f"@group(0) @binding(1) var<storage, read_write> out: array<{out_dtype.stored}>;"]
     body = []
     if nd:
@@ -164,20 +196,20 @@ def _map_source(op, kinds, compute, out_dtype, nd, params):
             body.append(f"    rest /= params_shape({d}u);")
         body.append("    let c0 = rest;")
     body.append(f"    let o = {_position(0, 'out', 'c' if nd else 'i', nd)};")
-    tensors = [(x, kind) for x, kind in zip(_OPERANDS, kinds) if kind is not None]
+    bound = [(x, kind) for x, kind, own in zip(_OPERANDS, kinds, owns) if kind is not None and not own]
     bindings += [f"@group(0) @binding({binding}) var<storage, read> in_{x}: array<{kind.stored}>;"
-                 for binding, (x, kind) in enumerate(tensors, start=2)]
+                 for binding, (x, kind) in enumerate(bound, start=2)]
     if out_dtype is dtypes.uint8:
-        body += _packed_store(nd, _operands(op, kinds, compute, nd, "e" if nd else "i"), op.wgsl)
+        body += _packed_store(nd, _operands(op, kinds, compute, nd, "e" if nd else "i", owns), op.wgsl)
     else:
-        body += [f"    {line}" for line in _operands(op, kinds, compute, nd, "c" if nd else "i")]
+        body += [f"    {line}" for line in _operands(op, kinds, compute, nd, "c" if nd else "i", owns)]
         body.append(f"    out[o] = {stored(out_dtype, op.wgsl)};")
     return fill("map", params, compute=compute.wgsl, bindings="\n".join(bindings), body="\n".join(body))
 
 
-def _operands(op, kinds, compute, nd, index):
+def _operands(op, kinds, compute, nd, index, owns):
     """WGSL: the lines that give the operands a, b, c their values at the element `index` names
-    (_position's), as the compute type T."""
+    (_position's), as the compute type T; those of owns from out's binding."""
     lines, slot, scalar = [], 0, 0
     for k, kind in enumerate(kinds):
         x = _OPERANDS[k]
@@ -187,7 +219,7 @@ def _operands(op, kinds, compute, nd, index):
         else:
             slot += 1
             lines += [f"let at_{x} = {_position(slot, x, index, nd)};",
-                      f"let {x} = {operand(op, k, load(kind, f'in_{x}', f'at_{x}'))};"]
+                      f"let {x} = {operand(op, k, load(kind, 'out' if owns[k] else f'in_{x}', f'at_{x}'))};"]
     return lines
 
 
