@@ -1,6 +1,6 @@
 """Convolution, pooling and dropout layers, with torch.nn's names, arguments, state_dict names
-and reprs. The maths is webgrad.ops.conv (a sliding-window view, im2col and a matmul; max pooling
-has kernels of its own)."""
+and reprs. The maths is webgrad.ops.conv (products that read the input's sliding windows in place,
+a group a batch of them; pooling has kernels of its own)."""
 import math
 
 from ..ops.conv import _pair, check_pool_padding
