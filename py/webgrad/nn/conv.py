@@ -20,6 +20,35 @@ def check_conv_channels(in_channels, out_channels, groups):
         raise ValueError("out_channels must be divisible by groups")
 
 
+def conv_padding(padding, stride, as_tuple):
+    """A convolution layer's padding: 'valid' or 'same' (unstrided only), as torch.nn checks them, or
+    as_tuple(padding)."""
+    if not isinstance(padding, str):
+        return as_tuple(padding)
+    if padding not in ("valid", "same"):
+        raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+    if padding == "same" and any(s != 1 for s in stride):
+        raise ValueError("padding='same' is not supported for strided convolutions")
+    return padding
+
+
+def add_conv_parameters(module, weight_shape, out_channels, bias, device, dtype):
+    """A convolution layer's weight (weight_shape) and bias (out_channels, or None), initialised."""
+    module.weight = Parameter(empty(weight_shape, device=device, dtype=dtype))
+    module.register_parameter("bias", Parameter(empty(out_channels, device=device, dtype=dtype)) if bias else None)
+    module.reset_parameters()
+
+
+def reset_conv_parameters(weight, bias):
+    """torch.nn's initialisation of a convolution's weight and bias: kaiming_uniform_(a=sqrt(5)), and the
+    bias from U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in the weight's dim 1 times its kernel's size."""
+    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in = init._calculate_fan_in_and_fan_out(weight)[0]
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        init.uniform_(bias, -bound, bound)
+
+
 class Conv2d(Module):
     """2-D convolution of an (N, C_in, H, W) input; weight (C_out, C_in, kh, kw), bias (C_out,).
 
@@ -39,26 +68,13 @@ class Conv2d(Module):
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size = _pair(kernel_size, "kernel_size")
         self.stride, self.dilation = _pair(stride, "stride"), _pair(dilation, "dilation")
-        if isinstance(padding, str):
-            if padding not in ("valid", "same"):
-                raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
-            if padding == "same" and self.stride != (1, 1):
-                raise ValueError("padding='same' is not supported for strided convolutions")
-            self.padding = padding
-        else:
-            self.padding = _pair(padding, "padding")
+        self.padding = conv_padding(padding, self.stride, lambda p: _pair(p, "padding"))
         self.groups, self.padding_mode = groups, padding_mode
-        self.weight = Parameter(empty((out_channels, in_channels // groups, *self.kernel_size), device=device,
-                                      dtype=dtype))
-        self.register_parameter("bias", Parameter(empty(out_channels, device=device, dtype=dtype)) if bias else None)
-        self.reset_parameters()
+        add_conv_parameters(self, (out_channels, in_channels // groups, *self.kernel_size), out_channels, bias,
+                            device, dtype)
 
     def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.in_channels // self.groups * self.kernel_size[0] * self.kernel_size[1]
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        reset_conv_parameters(self.weight, self.bias)
 
     def _explicit_padding(self):
         """(left, right, top, bottom) for F.pad when padding is 'same' or 'valid', else None."""

@@ -1,13 +1,10 @@
 """nn.ConvTranspose1d / ConvTranspose2d, with torch.nn's arguments, state_dict names (weight of shape
 (C_in, C_out / groups, *kernel), bias (C_out,)), initialisation and reprs; forward's output_size picks the
 output_padding, as in torch. The maths is webgrad.ops.conv_transpose."""
-import math
 
-from ..ops.creation import empty
 from . import functional as F
-from . import init
-from .conv import check_conv_channels
-from .module import Module, Parameter
+from .conv import add_conv_parameters, check_conv_channels, reset_conv_parameters
+from .module import Module
 
 
 def _tuple(value, dims, name):
@@ -32,18 +29,11 @@ class _ConvTransposeNd(Module):
         self.kernel_size, self.stride = _tuple(kernel_size, d, "kernel_size"), _tuple(stride, d, "stride")
         self.padding, self.output_padding = _tuple(padding, d, "padding"), _tuple(output_padding, d, "output_padding")
         self.dilation, self.groups, self.padding_mode = _tuple(dilation, d, "dilation"), groups, padding_mode
-        self.weight = Parameter(empty((in_channels, out_channels // groups, *self.kernel_size), device=device,
-                                      dtype=dtype))
-        self.register_parameter("bias", Parameter(empty(out_channels, device=device, dtype=dtype)) if bias else None)
-        self.reset_parameters()
+        add_conv_parameters(self, (in_channels, out_channels // groups, *self.kernel_size), out_channels, bias,
+                            device, dtype)
 
-    def reset_parameters(self):
-        # torch's: fan_in is the weight's dim 1 (C_out / groups) times the kernel size
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.out_channels // self.groups * math.prod(self.kernel_size)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+    def reset_parameters(self):   # (fan_in: the weight's dim 1, C_out / groups, times the kernel's size)
+        reset_conv_parameters(self.weight, self.bias)
 
     def _output_padding(self, input, output_size):
         if output_size is None:

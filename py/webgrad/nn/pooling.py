@@ -1,14 +1,11 @@
 """Conv1d, 1-D pooling and adaptive pooling layers, with torch.nn's names, arguments, state_dict
 names and reprs. The maths is webgrad.ops.conv1d (the 2-D kernels over (N, C, 1, L)) and
 ops.resample (adaptive pooling's bins as gathers and reductions)."""
-import math
 
 from ..ops.conv1d import _single
-from ..ops.creation import empty
 from . import functional as F
-from . import init
-from .conv import check_conv_channels
-from .module import Module, Parameter
+from .conv import add_conv_parameters, check_conv_channels, conv_padding, reset_conv_parameters
+from .module import Module
 
 
 class Conv1d(Module):
@@ -24,26 +21,13 @@ class Conv1d(Module):
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size = (_single(kernel_size, "kernel_size"),)
         self.stride, self.dilation = (_single(stride, "stride"),), (_single(dilation, "dilation"),)
-        if isinstance(padding, str):
-            if padding not in ("valid", "same"):
-                raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
-            if padding == "same" and self.stride != (1,):
-                raise ValueError("padding='same' is not supported for strided convolutions")
-            self.padding = padding
-        else:
-            self.padding = (_single(padding, "padding"),)
+        self.padding = conv_padding(padding, self.stride, lambda p: (_single(p, "padding"),))
         self.groups, self.padding_mode = groups, padding_mode
-        self.weight = Parameter(empty((out_channels, in_channels // groups, *self.kernel_size), device=device,
-                                      dtype=dtype))
-        self.register_parameter("bias", Parameter(empty(out_channels, device=device, dtype=dtype)) if bias else None)
-        self.reset_parameters()
+        add_conv_parameters(self, (out_channels, in_channels // groups, *self.kernel_size), out_channels, bias,
+                            device, dtype)
 
     def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.in_channels // self.groups * self.kernel_size[0]
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        reset_conv_parameters(self.weight, self.bias)
 
     def forward(self, input):
         padding = self.padding if isinstance(self.padding, str) else self.padding[0]
