@@ -71,15 +71,8 @@ class BackwardHook:
         return hooked[0] if single else tuple(hooked)
 
     def outputs_backward(self, grads):
-        grad_outputs = _spread(self.output_positions, grads, self.n_outputs)
-        for hook in self.pre_hooks:
-            changed = hook(self.module, grad_outputs)
-            if changed is None:
-                continue
-            if len(changed) != len(grad_outputs):
-                raise RuntimeError(f"Backward pre hook returned an invalid number of grad_output, got {len(changed)}, "
-                                   f"but expected {len(grad_outputs)}")
-            grad_outputs = tuple(changed)
+        grad_outputs = _through_hooks(self.pre_hooks, lambda hook, g: hook(self.module, g),
+                                      _spread(self.output_positions, grads, self.n_outputs), "pre hook", "grad_output")
         self.grad_outputs = grad_outputs
         if self.input_positions is None:   # no input requires grad: the hooks run now
             if self.hooks:
@@ -98,15 +91,8 @@ class BackwardHook:
     def inputs_backward(self, grads):
         if self.grad_outputs is None:   # the gradient came to the inputs without passing the outputs
             return grads
-        grad_inputs = _spread(self.input_positions, grads, self.n_inputs)
-        for hook in self.hooks:
-            changed = hook(self.module, grad_inputs, self.grad_outputs)
-            if changed is None:
-                continue
-            if len(changed) != len(grad_inputs):
-                raise RuntimeError(f"Backward hook returned an invalid number of grad_input, got {len(changed)}, but "
-                                   f"expected {len(grad_inputs)}")
-            grad_inputs = tuple(changed)
+        grad_inputs = _through_hooks(self.hooks, lambda hook, g: hook(self.module, g, self.grad_outputs),
+                                     _spread(self.input_positions, grads, self.n_inputs), "hook", "grad_input")
         self.grad_outputs = None
         return tuple(grad_inputs[k] for k in self.input_positions)
 
@@ -136,3 +122,17 @@ class _OutputsHook(Function):
     @staticmethod
     def backward(ctx, *grads):
         return (None, *ctx.state.outputs_backward(grads))
+
+
+def _through_hooks(hooks, call, grads, kind, name):
+    """grads through each hook in turn (call(hook, grads)): a result that is not None replaces them,
+    and must be as many (torch's error naming the hook's kind and what it returned)."""
+    for hook in hooks:
+        changed = call(hook, grads)
+        if changed is None:
+            continue
+        if len(changed) != len(grads):
+            raise RuntimeError(f"Backward {kind} returned an invalid number of {name}, got {len(changed)}, but "
+                               f"expected {len(grads)}")
+        grads = tuple(changed)
+    return grads
