@@ -112,13 +112,6 @@ def _recording(x, operands):
         x.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in operands))
 
 
-def _check_target(x, recording):
-    """x may be written: by a recorded write, where the leaf rules allow it."""
-    if recording:
-        _check_leaf(x)
-    _check_written(x)
-
-
 def _check_leaf(x):
     if x._ctx is None and x.requires_grad:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
