@@ -270,10 +270,15 @@ class _Expand(Function):
         return _as_view(x, shape, strides, x._offset)
 
     def backward(self, grad):
-        lead = grad.ndim - len(self.in_shape)
-        dims = tuple(range(lead)) + tuple(lead + d for d, size in enumerate(self.in_shape)
-                                          if size == 1 and grad.shape[lead + d] != 1)
-        return grad.sum(dims, keepdim=True).reshape(self.in_shape) if dims else grad
+        return sum_to(grad, self.in_shape)
+
+
+def sum_to(grad, shape):
+    """A gradient of a broadcast of shape (one that expands to grad's) summed back down to shape."""
+    lead = grad.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(lead + d for d, size in enumerate(shape)
+                                      if size == 1 and grad.shape[lead + d] != 1)
+    return grad.sum(dims, keepdim=True).reshape(shape) if dims else grad
 
 
 @tensor_method
