@@ -102,6 +102,19 @@ def test_pack_refuses_an_array_of_the_wrong_length():
         block.pack(**{**values, "sizes": values["sizes"][1:]})
 
 
+def test_scalar_packer_gives_pack_s_words_for_new_scalars():
+    """An optimizer's replayed block: the arrays fixed once, the scalars new at each call."""
+    for block in (ParamBlock(*_FIELDS), ParamBlock(*reversed(_FIELDS))):
+        fixed = _random_values()
+        pack = block.scalar_packer(count=fixed["count"], sizes=fixed["sizes"], steps=fixed["steps"],
+                                   weights=fixed["weights"])
+        for _ in range(3):
+            values = {**fixed, **{k: v for k, v in _random_values().items() if k in ("shift", "scale")}}
+            assert pack(shift=values["shift"], scale=values["scale"]) == block.pack(**values), tag(f"{block}")
+        with pytest.raises(ValueError, match="must be scalars"):
+            block.scalar_packer(count=fixed["count"], shift=0, scale=0.0, steps=fixed["steps"], weights=fixed["weights"])
+
+
 def test_fill_puts_includes_between_the_parameters_and_the_template(monkeypatch):
     monkeypatch.setitem(common._sources, "test_template", "fn g() -> u32 { return {{value}}; }")
     params = ParamBlock(u32("numel"))

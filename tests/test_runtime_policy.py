@@ -150,6 +150,45 @@ def test_a_replay_larger_than_the_arena(fake_runtime):
         assert words[-size:] == list(range(size)), tag("the recording's parameters")
 
 
+def test_a_replay_binds_what_the_recording_binds_now(fake_runtime):
+    """A replay queues the groups it noted before, but new ones after the groups start over and where a
+    rebind (a jit's new input or output buffer) changed what a dispatch binds; FakeDriver checks each
+    group exists on the current arena."""
+    driver, runtime = fake_runtime()
+    pipeline = kernel(runtime)
+    buffers = [runtime.alloc(256) for _ in range(4)]
+    g = rng()
+    pairs = [tuple(int(i) for i in g.choice(4, 2, replace=False)) for _ in range(int(g.integers(3, 12)))]
+    runtime.start_recording()
+    for i, j in pairs:
+        runtime.dispatch(pipeline, [buffers[i], buffers[j]], [], 1)
+    recording = runtime.stop_recording()
+    runtime.flush()
+
+    def replayed_handles():
+        before = len(driver.log)
+        runtime.replay(recording)
+        runtime.flush()
+        dispatches = [d for entry in driver.log[before:] if entry[0] == "submit" for d in entry[3]]
+        return [driver.bind_groups[group][1] for _, group, _, _ in dispatches]
+    expected = [(buffers[i].handle, buffers[j].handle) for i, j in pairs]
+    assert replayed_handles() == expected, tag()
+    made = len(driver.made)
+    assert replayed_handles() == expected and len(driver.made) == made, tag("a steady replay makes no group")
+    runtime.bind_groups.kept = 0   # the next flush forgets every group
+    runtime.dispatch(pipeline, buffers[:2], [], 1)
+    runtime.flush()
+    assert len(driver.logged("forget")) == 1 and not driver.bind_groups, tag()
+    runtime.bind_groups.kept = 1 << 20
+    assert replayed_handles() == expected, tag("groups made anew after they started over")
+    fresh = runtime.alloc(256)
+    sites = recording.sites(buffers[pairs[0][0]])
+    recording.rebind(buffers[pairs[0][0]], fresh, sites)
+    expected = [tuple(fresh.handle if (k, slot) in sites else h for slot, h in enumerate(handles))
+                for k, handles in enumerate(expected)]
+    assert replayed_handles() == expected, tag("a rebound buffer is bound where the recording read the old one")
+
+
 # ---- compiles that go on while Python works (the browser's) ----
 def test_a_submit_waits_for_the_compiles_of_the_kernels_it_runs(browser_driver):
     driver = FakeDriver()

@@ -20,6 +20,7 @@ class BindGroups:
         self._new = []                      # (id, pipeline, buffer handles) the driver has yet to make
         self._of_buffer = defaultdict(set)  # buffer handle -> keys of the groups that bind it
         self._next_id = itertools.count(1)
+        self.generation = 0                 # counts clear()s: an id noted before one is stale after it
 
     def __len__(self):
         return len(self.ids)
@@ -49,5 +50,6 @@ class BindGroups:
 
     def clear(self):
         assert not self._new, "bind groups forgotten while queued work uses them"
+        self.generation += 1
         self.ids.clear()
         self._of_buffer.clear()

@@ -18,6 +18,10 @@ class Recording:
         # reads (a buffer the recording binds is kept alive, so none it used is freed and handed out
         # again within the call): the recording writes them before reading, and may write others.
         self.made = set()
+        # The dispatches as a replay queues them (runtime.replay), params offsets counted from the
+        # recording's first block: (bind groups' generation, entries), kept while its groups last;
+        # `rebound`: the dispatches whose entries a rebind made stale.
+        self.queued, self.rebound = None, ()
 
     def sites(self, storage):
         """Where the dispatches bind storage: (dispatch index, binding slot) pairs."""
@@ -29,5 +33,6 @@ class Recording:
         for i, j in sites:
             pipeline, handles, grid = self.dispatches[i]
             self.dispatches[i] = (pipeline, handles[:j] + (new.handle,) + handles[j + 1:], grid)
+        self.rebound = {*self.rebound, *(i for i, _ in sites)}
         self.storages.discard(old)
         self.storages.add(new)

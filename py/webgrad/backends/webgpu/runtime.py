@@ -371,10 +371,18 @@ class Runtime:
         for index, words_fn in recording.refresh:
             words = words_fn()
             _BLOCKS[len(words)].pack_into(self._params, base + index * PARAMS_BYTES, *words)
-        layout_of, bind_groups, ids, queue = self._layout_of, self.bind_groups, self.bind_groups.ids, self._queue
-        for i, (pipeline, handles, grid) in enumerate(recording.dispatches):
-            key = (layout_of[pipeline], handles)
-            queue.append((pipeline, ids.get(key) or bind_groups.add(key, pipeline), base + i * PARAMS_BYTES, grid))
+        bind_groups, queue = self.bind_groups, self._queue
+        if recording.queued is None or recording.queued[0] != bind_groups.generation:   # (the groups started over)
+            recording.queued = (bind_groups.generation, [None] * len(recording.dispatches))
+            recording.rebound = range(len(recording.dispatches))
+        entries = recording.queued[1]
+        for i in recording.rebound:   # the groups of what is new since the last replay
+            pipeline, handles, grid = recording.dispatches[i]
+            key = (self._layout_of[pipeline], handles)
+            entries[i] = (pipeline, bind_groups.ids.get(key) or bind_groups.add(key, pipeline), i * PARAMS_BYTES, grid)
+        recording.rebound = ()
+        queue.extend(entries if not base else [(pipeline, group, base + offset, grid)
+                                               for pipeline, group, offset, grid in entries])
         if self._gpu_idle or len(queue) >= MAX_QUEUED:
             self.flush()
 

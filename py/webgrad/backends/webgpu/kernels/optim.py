@@ -237,7 +237,7 @@ class OptimKernels:
         gates, at_gate = ([gate.storage], {"gate_offset": gate.offset}) if gated else ([], {})
         words = (PARAMS_WORDS - 2 - len(_floats(update)) - gated) // 3
         grad_access = _grad_access(gated)
-        record = []
+        record, flag_names = [], _flags(update)
         for run, storages, binding_of in _chunks([g for _, g in segments], self._free_bindings(len(arenas) + gated),
                                                  words):
             params = optim_params(update, len(run), gated)
@@ -250,14 +250,16 @@ class OptimKernels:
             for i in run:
                 total += segments[i][1].numel()
                 ends.append(total)
-            where = dict(region_stride=stride, **at_gate, ends=ends, starts=[segments[i][0] for i in run],
-                         grad_offsets=[segments[i][1].offset for i in run])
+            pack = params.scalar_packer(region_stride=stride, **at_gate, ends=ends,
+                                        starts=[segments[i][0] for i in run],
+                                        grad_offsets=[segments[i][1].offset for i in run])
 
-            def words_of(where=where, params=params, first=not record):
+            def words_of(pack=pack, first=not record):
                 if first:
                     record[:] = [hyper()]
-                flags = sum(1 << bit for bit, name in enumerate(_flags(update)) if getattr(record[0], name))
-                return params.pack(**where, **{name: getattr(record[0], name) for name in _floats(update)}, flags=flags)
+                values = record[0]._asdict()
+                flags = sum(1 << bit for bit, name in enumerate(flag_names) if values.pop(name))
+                return pack(**values, flags=flags)
             self.runtime.dispatch(pipeline, [*arenas, *storages, *gates], words_of(), groups(total), refresh=words_of)
 
     def grad_norm_partials(self, grads, norm_type):

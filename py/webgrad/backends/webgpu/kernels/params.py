@@ -129,3 +129,20 @@ class ParamBlock:
                 words += tail
             return words
         return pack_with
+
+    def scalar_packer(self, **fixed):
+        """pack() split the other way from packer(): for a block whose scalars change from call to call
+        (an optimizer's learning rate and bias corrections, at each replay) while its arrays stay. The
+        fixed fields' words are worked out once; the function returned takes the other scalars by name
+        and gives the whole block."""
+        free = [f for f in self.fields if f.name not in fixed]
+        if any(f.length is not None for f in free):
+            raise ValueError("scalar_packer: the fields left to each call must be scalars")
+        head = self.pack(**fixed, **{f.name: 0 for f in free})
+        place = {"u32": "{}", "i32": "{} & 0xFFFFFFFF", "f32": "_f32_bits({})"}
+        lines = [f"def pack(*, {', '.join(f.name for f in free)}):", "    words = _head.copy()"]
+        lines += [f"    words[{self.scalars.index(f)}] = {place[f.type].format(f.name)}" for f in free]
+        lines.append("    return words")
+        namespace = {"_f32_bits": _f32_bits, "_head": head}
+        exec("\n".join(lines), namespace)   # the declaration's own names and types only
+        return namespace["pack"]
