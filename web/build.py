@@ -30,9 +30,9 @@ WEB = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(WEB)
 MODULES = os.path.join(WEB, "node_modules")
 PAGE_FILES = ("index.html", "style.css", "app.js", "ui.js", "mnist.js", "mnist_draw.js", "lm.js", "lm_settings.js",
-              "link_settings.js", "lm_attention.js", "worker.js", "worker_python.js", "worker_views.js", "bridge.js",
-              "script.js", "toy_plots.js", "playground.py", "mnist_view.py", "lm_view.py", "weights_file.py",
-              "step_profile.py", "time_chart.js")
+              "link_settings.js", "step_settings.js", "lm_attention.js", "worker.js", "worker_python.js",
+              "worker_views.js", "bridge.js", "script.js", "toy_plots.js", "playground.py", "mnist_view.py",
+              "lm_view.py", "weights_file.py", "step_profile.py", "time_chart.js")
 EDITOR = "editor.js"   # bundled, not copied: CodeMirror's modules import each other by package name
 # Only what loadPyodide() fetches: the package also carries Node-only and debugging files.
 PYODIDE_FILES = ("pyodide.mjs", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json")

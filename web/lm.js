@@ -6,6 +6,7 @@
 import { codeEditor } from './editor.js';
 import { attentionMap, shown } from './lm_attention.js';
 import { timeChart } from './time_chart.js';
+import { STEP_HINT, stepFor } from './step_settings.js';
 import { FAST_ON_SOFTWARE, LABELS, LM_CHOICES, lmFromHash, lmToHash, MAX_PROMPT, PROMPTS, SIZES, sizeLabel } from './lm_settings.js';
 import uPlot from './uplot/uPlot.esm.js';
 import { $, printTo, saveFile, showAge, showBusy, showRunProgress, showStatus, stepAxis, takeFile,
@@ -35,11 +36,12 @@ export function lmView(send, initialHash) {
 
   // ---- controls
 
-  for (const key of ['corpus', 'lr', 'batch', 'steps', 'every', 'topk']) {
+  for (const key of ['corpus', 'lr', 'batch', 'steps', 'every', 'topk', 'step']) {
     $(`lm-${key}`).replaceChildren(...LM_CHOICES[key].map((o) => new Option(LABELS[o] ?? o, o)));
   }
+  $('lm-step').title = STEP_HINT;
   showSizes();
-  for (const key of ['corpus', 'size', 'lr', 'batch', 'steps', 'seed', 'every', 'topk', 'temperature']) {
+  for (const key of ['corpus', 'size', 'lr', 'batch', 'steps', 'step', 'seed', 'every', 'topk', 'temperature']) {
     $(`lm-${key}`).value = settings[key];
     $(`lm-${key}`).addEventListener('change', () => changed(key));
   }
@@ -105,10 +107,10 @@ export function lmView(send, initialHash) {
   }
 
   function modelSettings() {
-    const { corpus, lr, batch, steps, every, seed } = settings;
+    const { corpus, lr, batch, steps, every, seed, step } = settings;
     const { n_layer, n_head, n_embd, block_size } = loaded ?? SIZES[settings.size];
     return { corpus, lr: Number(lr), batch: Number(batch), steps: Number(steps), every: Number(every), seed,
-             n_layer, n_head, n_embd, block_size };
+             replayed: step === 'replayed', n_layer, n_head, n_embd, block_size };
   }
 
   // Whether a fresh model from the controls may replace the code panel's script (asks when edited).
@@ -355,6 +357,8 @@ export function lmView(send, initialHash) {
     adapter(software) {  // before start: the default size suits the adapter
       isSoftware = software;
       settings.size ??= software ? 'tiny' : 'medium';
+      settings.step ??= stepFor(software);
+      $('lm-step').value = settings.step;
       showSizes();
     },
     start() {  // the worker is ready: the first configure loads the text

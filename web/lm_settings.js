@@ -1,6 +1,7 @@
 // The language-model view's settings: the choices the page offers, their defaults, and the URL
 // hash that carries them, so that a link opens the view as it was. lm.js shows and uses them.
 import { oneOfEach, settingsFromHash, wholeNumber } from './link_settings.js';
+import { STEP_CHOICES, STEP_LABELS } from './step_settings.js';
 
 // Model sizes, named on the page in words; the two smaller ones suit a software GPU.
 export const SIZES = {
@@ -18,12 +19,14 @@ export const LM_CHOICES = {
   steps: ['50', '100', '200', '500', '1000', '2000', '5000'],
   every: ['25', '50', '100', '200', '500'],
   topk: ['0', '1', '3', '5', '10', '20'],
+  step: STEP_CHOICES,
 };
-// size and prompt: null until known (the adapter's size, the corpus's prompt).
-const DEFAULTS = { corpus: 'names', size: null, lr: '0.003', batch: '32', steps: '500', every: '100', seed: 1,
-                   temperature: 0.8, topk: '0', prompt: null };
+// size, step and prompt: null until known (the adapter's size and how its steps run, the corpus's prompt).
+const DEFAULTS = { corpus: 'names', size: null, lr: '0.003', batch: '32', steps: '500', every: '100', step: null,
+                   seed: 1, temperature: 0.8, topk: '0', prompt: null };
 export const PROMPTS = { names: 'Emma\nOli', shakespeare: 'ROMEO:\nBut, soft! what light', custom: '' };
-export const LABELS = { names: 'English first names', shakespeare: 'Shakespeare', custom: 'Your own text', 0: 'all' };
+export const LABELS = { names: 'English first names', shakespeare: 'Shakespeare', custom: 'Your own text', 0: 'all',
+                         ...STEP_LABELS };
 export const MAX_PROMPT = 200;
 
 export function sizeLabel(c) {

@@ -51,7 +51,7 @@ optimizer = model.configure_optimizers(weight_decay=0.1, learning_rate={lr})
 batch_size = {batch}
 
 
-def train_step():
+{replay}def train_step():
     x, y = data.batch("train", batch_size, config.block_size)
     _, loss = model(x, y)
     optimizer.zero_grad()
@@ -83,14 +83,20 @@ if __name__ == "__main__":
 '''
 
 
+# How train_step runs when replayed (the settings' "replayed"): step_settings.js says why it is a choice.
+REPLAY = ("# wg.jit runs the first two calls as written and records their GPU work; later\n"
+          "# calls replay it, without Python's cost per op (and do not run the Python again).\n"
+          "@wg.jit\n")
+
+
 def script(settings):
     """The script for the controls' settings: a dict with corpus ('names', 'shakespeare' or
-    'custom'), n_layer, n_head, n_embd, block_size, lr, batch, steps, every and seed."""
+    'custom'), n_layer, n_head, n_embd, block_size, lr, batch, steps, every, seed and replayed."""
     s = settings
     numbers = {key: s[key] for key in ("n_layer", "n_head", "n_embd", "block_size", "lr", "batch", "steps", "every",
                                        "seed")}
     source = CUSTOM_FILE if s["corpus"] == "custom" else s["corpus"]
-    return TEMPLATE.format(about=ABOUT[s["corpus"]], source=json.dumps(source),
+    return TEMPLATE.format(about=ABOUT[s["corpus"]], source=json.dumps(source), replay=REPLAY if s["replayed"] else "",
                            layers=count(s["n_layer"], "layer"), heads=count(s["n_head"], "head"), **numbers)
 
 

@@ -3,6 +3,7 @@
 // the GPU run in worker.js (web/mnist_view.py); this is the page side, and mnist_draw.js its drawing pad.
 import uPlot from './uplot/uPlot.esm.js';
 import { oneOfEach, settingsFromHash, wholeNumber } from './link_settings.js';
+import { STEP_CHOICES, STEP_HINT, STEP_LABELS, stepFor } from './step_settings.js';
 import { digitImage, drawingPad } from './mnist_draw.js';
 import { timeChart } from './time_chart.js';
 import { $, saveFile, showAge, showBusy, showRunProgress, showStatus, stepAxis, takeFile, trainingStatus } from './ui.js';
@@ -13,11 +14,13 @@ export const MNIST_CHOICES = {
   batch: ['32', '64', '128', '256'],
   steps: ['100', '150', '300', '500', '1000', '2000', '5000'],
   test: ['1000', '10000'],
+  step: STEP_CHOICES,
 };
-// test: null until the adapter is known (a software GPU tests on the first 1000 digits, to answer in seconds).
-const DEFAULTS = { model: 'mlp', lr: '0.003', batch: '64', steps: '1000', test: null, seed: 1 };
+// test and step: null until the adapter is known (a software GPU tests on the first 1000 digits, to
+// answer in seconds, and runs its steps eagerly: see stepFor).
+const DEFAULTS = { model: 'mlp', lr: '0.003', batch: '64', steps: '1000', test: null, step: null, seed: 1 };
 const LABELS = { model: { mlp: 'MLP (784-128-10)', cnn: 'CNN (2 conv layers)' },
-                 test: { 1000: 'first 1000', 10000: 'all 10,000' } };
+                 test: { 1000: 'first 1000', 10000: 'all 10,000' }, step: STEP_LABELS };
 const TRAIN_SIZE = 60000;
 const SHOWN_DIGITS = 60;
 
@@ -52,6 +55,7 @@ export function mnistView(post, initialHash) {
   // ---- controls
 
   showChoices();
+  $('mnist-step').title = STEP_HINT;
   for (const key of Object.keys(DEFAULTS)) {
     $(`mnist-${key}`).value = settings[key];
     $(`mnist-${key}`).addEventListener('change', () => changed(key));
@@ -296,6 +300,7 @@ export function mnistView(post, initialHash) {
     adapter(software) {  // before start: the test size and the CNN's note suit the adapter
       isSoftware = software;
       settings.test ??= software ? '1000' : '10000';
+      settings.step ??= stepFor(software);
       showChoices();
     },
     start() {  // the worker is ready: the first configure loads the data

@@ -33,9 +33,9 @@ class View:
                           read_idx(test_labels.to_bytes(), device=DEVICE), "test")
         self.trainer = None
 
-    def configure(self, model, lr, batch_size, test_size, seed):
+    def configure(self, model, lr, batch_size, test_size, seed, replayed):
         """A fresh Trainer from the controls' settings."""
-        self.settings = dict(lr=lr, batch_size=batch_size, test_size=test_size, seed=seed)
+        self.settings = dict(lr=lr, batch_size=batch_size, test_size=test_size, seed=seed, replayed=replayed)
         self.trainer = Trainer(self.train, self.test, model, **self.settings)
 
     def load_weights(self, data, name):
@@ -57,9 +57,12 @@ class View:
 
 class Trainer:
     """A model ('mlp' or 'cnn', as nn.models builds them) trained with Adam on shuffled batches of
-    `train`, and evaluated on the first `test_size` images of `test`."""
+    `train`, and evaluated on the first `test_size` images of `test`. replayed: each step after the
+    first two replays their recorded GPU work (wg.jit), which skips Python's cost per op: several
+    times the steps a second on a GPU; a software GPU's time is its kernels', and there eager steps
+    are a little faster (bench/NOTES.md)."""
 
-    def __init__(self, train, test, model, lr, batch_size, test_size, seed):
+    def __init__(self, train, test, model, lr, batch_size, test_size, seed, replayed):
         wg.manual_seed(seed)
         self.kind = model
         self.model = nn.models.MODELS[model](device=DEVICE)
@@ -68,10 +71,20 @@ class Trainer:
         self.batches = self._epochs()
         self.test, self.test_size = test, min(test_size, len(test))
         self.steps = 0
+        self.train_step = wg.jit(self._train_step) if replayed else self._train_step
 
     def _epochs(self):
         while True:
             yield from self.loader
+
+    def _train_step(self, x, y):
+        """One step on a batch: its loss and its accuracy."""
+        self.optimizer.zero_grad()
+        logits = self.model(x)
+        loss = F.cross_entropy(logits, y)
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach(), (logits.detach().argmax(1) == y).float().mean()
 
     def step(self, count):
         """count training steps; [steps so far, their mean loss, their mean batch accuracy] as
@@ -79,14 +92,9 @@ class Trainer:
         self.model.train()
         losses, hits = [], []
         for _ in range(count):
-            x, y = next(self.batches)
-            self.optimizer.zero_grad()
-            logits = self.model(x)
-            loss = F.cross_entropy(logits, y)
-            loss.backward()
-            self.optimizer.step()
-            losses.append(loss.detach())
-            hits.append((logits.detach().argmax(1) == y).float().mean())
+            loss, hit = self.train_step(*next(self.batches))
+            losses.append(loss)
+            hits.append(hit)
         loss, accuracy = wg.stack([wg.stack(losses).mean(), wg.stack(hits).mean()]).tolist()
         self.steps += count
         return to_js(array.array("f", [self.steps, loss, accuracy]))

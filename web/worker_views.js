@@ -131,8 +131,8 @@ async function mnistConfigure(settings) {
   mnistTraining.loop.stop();
   if (!mnist) await loadMnist();
   mnistSettings = settings;
-  const { model, lr, batch, test, seed } = settings;  // the controls' strings
-  await call(mnist.configure, model, Number(lr), Number(batch), Number(test), Number(seed));
+  const { model, lr, batch, test, seed, step } = settings;  // the controls' strings
+  await call(mnist.configure, model, Number(lr), Number(batch), Number(test), Number(seed), step === 'replayed');
   mnistTraining.restart();
   // Testing a fresh CNN on 10,000 digits takes a minute on a software GPU: say so (a Train pressed
   // meanwhile starts after it).
