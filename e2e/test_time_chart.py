@@ -130,7 +130,8 @@ def test_mnist_profiles_the_next_steps_when_asked(page):
     setup = ("import mnist_view\nimport webgrad as wg\nfrom webgrad.data import MNIST\n"
              f"pixels = wg.zeros({digits}, 28, 28, dtype=wg.uint8, device='webgpu')\n"
              f"digits = MNIST(pixels, wg.randint(0, 10, ({digits},), device='webgpu'))\n"
-             f"trainer = mnist_view.Trainer(digits, digits, {model!r}, 0.003, {batch}, 1000, {SEED})\n")
+             f"trainer = mnist_view.Trainer(digits, digits, {model!r}, 0.003, {batch}, 1000, {SEED}, "
+             "replayed=False)\n")   # as the page on a software GPU
     page.click("[data-testid=tab-playground]")
     answer = oracle(page, setup, steps, f"trainer.step({steps})", f"trainer.step({steps})")
     page.click("[data-testid=tab-mnist]")
