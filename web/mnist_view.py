@@ -59,8 +59,7 @@ class Trainer:
     """A model ('mlp' or 'cnn', as nn.models builds them) trained with Adam on shuffled batches of
     `train`, and evaluated on the first `test_size` images of `test`. replayed: each step after the
     first two replays their recorded GPU work (wg.jit), which skips Python's cost per op: several
-    times the steps a second on a GPU; a software GPU's time is its kernels', and there eager steps
-    are a little faster (bench/NOTES.md)."""
+    times the steps a second on a GPU; on a software GPU a step's time is its kernels' (bench/NOTES.md)."""
 
     def __init__(self, train, test, model, lr, batch_size, test_size, seed, replayed):
         wg.manual_seed(seed)
