@@ -12,6 +12,7 @@ The op oracles:
 Inputs are NumPy arrays; floating ones get requires_grad, integer/bool ones are indices/masks.
 """
 import importlib
+import importlib.util
 import math
 import os
 import sys
@@ -347,6 +348,28 @@ def cross_entropy_step(model, opt, calls):
         opt.step()
         return loss
     return step
+
+
+# ---- the page's own Python (web/*.py), natively ----
+@pytest.fixture
+def page_module(monkeypatch):
+    """load(name): web/<name>.py imported as the page's worker imports it (web/ on the path), with a
+    stand-in for Pyodide's to_js that hands back the value itself (a frame stays an array)."""
+    ffi = types.ModuleType("pyodide.ffi")
+    ffi.to_js = lambda value: value
+    pyodide = types.ModuleType("pyodide")
+    pyodide.ffi = ffi
+    monkeypatch.setitem(sys.modules, "pyodide", pyodide)
+    monkeypatch.setitem(sys.modules, "pyodide.ffi", ffi)
+    web = os.path.join(os.path.dirname(__file__), "..", "web")
+    monkeypatch.syspath_prepend(web)
+
+    def load(name):
+        spec = importlib.util.spec_from_file_location(f"webgrad_page_{name}", os.path.join(web, f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    return load
 
 
 # ---- runtimes over stand-in drivers (tests/runtime_fakes.py) ----

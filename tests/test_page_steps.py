@@ -3,38 +3,13 @@ wg.jit. The MNIST view's Trainer and the language-model view's script, run nativ
 own Python (web/mnist_view.py, web/lm_view.py, with a stand-in for Pyodide's to_js): replayed steps
 train as eager ones do from the same seed, and replay (their Python runs only while recorded)."""
 import gzip
-import importlib.util
 import json
-import os
-import sys
-import types
 
 import pytest
 
 import webgrad as wg
 from webgrad.data.mnist_dataset import find
 from conftest import seed, tag
-
-WEB = os.path.join(os.path.dirname(__file__), "..", "web")
-
-
-@pytest.fixture
-def page_module(monkeypatch):
-    """load(name): web/<name>.py imported as the worker imports it, with to_js a stand-in."""
-    ffi = types.ModuleType("pyodide.ffi")
-    ffi.to_js = lambda value: value
-    pyodide = types.ModuleType("pyodide")
-    pyodide.ffi = ffi
-    monkeypatch.setitem(sys.modules, "pyodide", pyodide)
-    monkeypatch.setitem(sys.modules, "pyodide.ffi", ffi)
-    monkeypatch.syspath_prepend(WEB)
-
-    def load(name):
-        spec = importlib.util.spec_from_file_location(name, os.path.join(WEB, f"{name}.py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    return load
 
 
 class _JsBytes:

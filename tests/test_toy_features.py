@@ -1,11 +1,6 @@
 """The Playground's regression sets and input features (webgrad.data.toy) against NumPy, and the toy
 page's frames (web/playground.py) against PyTorch: losses, score, the output on the grid, the drawn
 units' values and weights."""
-import importlib.util
-import os
-import sys
-import types
-
 import numpy as np
 import pytest
 import torch
@@ -81,19 +76,9 @@ def train_step():
 
 
 @pytest.fixture
-def playground(monkeypatch):
-    """web/playground.py, imported with a stand-in for Pyodide's to_js (the frame stays an array)."""
-    ffi = types.ModuleType("pyodide.ffi")
-    ffi.to_js = lambda value: value
-    pyodide = types.ModuleType("pyodide")
-    pyodide.ffi = ffi
-    monkeypatch.setitem(sys.modules, "pyodide", pyodide)
-    monkeypatch.setitem(sys.modules, "pyodide.ffi", ffi)
-    path = os.path.join(os.path.dirname(__file__), "..", "web", "playground.py")
-    spec = importlib.util.spec_from_file_location("webgrad_web_playground", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def playground(page_module):
+    """web/playground.py, as the page's worker runs it."""
+    return page_module("playground")
 
 
 def torch_twin(module):
