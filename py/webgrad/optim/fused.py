@@ -34,13 +34,14 @@ class FusedUpdate:
         self.states = tuple(states)
         self.numpy = numpy
         self.Record = namedtuple(f"{kind}_hyper", self.hyper)
+        self._as_types = [(name, float if kind_of == "f32" else bool) for name, kind_of in self.hyper.items()]
 
     def record(self, **values):
         """One step's hyperparameters: every declared name, as float or bool (a 0-d tensor lr too)."""
         if values.keys() != self.hyper.keys():
             raise TypeError(f"{self.kind}: hyperparameters missing {sorted(self.hyper.keys() - values.keys())}, "
                             f"unknown {sorted(values.keys() - self.hyper.keys())}")
-        return self.Record(**{name: float(v) if self.hyper[name] == "f32" else bool(v) for name, v in values.items()})
+        return self.Record._make([as_type(values[name]) for name, as_type in self._as_types])
 
     def __repr__(self):
         return f"FusedUpdate({self.kind})"

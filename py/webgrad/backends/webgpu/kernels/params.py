@@ -139,10 +139,15 @@ class ParamBlock:
         if any(f.length is not None for f in free):
             raise ValueError("scalar_packer: the fields left to each call must be scalars")
         head = self.pack(**fixed, **{f.name: 0 for f in free})
-        place = {"u32": "{}", "i32": "{} & 0xFFFFFFFF", "f32": "_f32_bits({})"}
+        floats = [f for f in free if f.type == "f32"]   # their bits in one pack and unpack
         lines = [f"def pack(*, {', '.join(f.name for f in free)}):", "    words = _head.copy()"]
-        lines += [f"    words[{self.scalars.index(f)}] = {place[f.type].format(f.name)}" for f in free]
+        if floats:
+            lines.append(f"    {', '.join(f'words[{self.scalars.index(f)}]' for f in floats)}, = "
+                         f"_U32S.unpack(_F32S.pack({', '.join(f.name for f in floats)}))")
+        lines += [f"    words[{self.scalars.index(f)}] = {f.name}" + (" & 0xFFFFFFFF" if f.type == "i32" else "")
+                  for f in free if f.type != "f32"]
         lines.append("    return words")
-        namespace = {"_f32_bits": _f32_bits, "_head": head}
+        namespace = {"_head": head, "_F32S": struct.Struct(f"<{len(floats)}f"),
+                     "_U32S": struct.Struct(f"<{len(floats)}I")}
         exec("\n".join(lines), namespace)   # the declaration's own names and types only
         return namespace["pack"]
