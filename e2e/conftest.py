@@ -89,6 +89,16 @@ def printed_json(page, source, marker, timeout_s=45):
     return json.loads(out.split(marker, 1)[1].strip().splitlines()[0])
 
 
+def run_in_page_and_natively(page, program, page_args, native_args):
+    """program's run(*args), run in the page's code panel with page_args and here with native_args:
+    (the page's result, as JSON gives it back; the native one)."""
+    in_page = printed_json(page, f"{program}\nimport json\nprint('RESULT', json.dumps(run(*{tuple(page_args)!r})))\n",
+                           "RESULT")
+    native = {}
+    exec(program, native)
+    return in_page, native["run"](*native_args)
+
+
 def offers_timestamps(page):
     """Whether the page's WebGPU adapter offers "timestamp-query", asked apart from webgrad."""
     return page.evaluate("navigator.gpu.requestAdapter().then((a) => a.features.has('timestamp-query'))")

@@ -4,7 +4,7 @@ and bytes packed four to a word), and they give the cpu device's values natively
 random inputs."""
 import os
 
-from e2e.conftest import printed_json
+from e2e.conftest import run_in_page_and_natively
 
 PROGRAM = '''
 import random
@@ -32,11 +32,7 @@ def run(device, seed):
 def test_inplace_writes_in_the_page_as_natively(page, open_playground):
     seed = int.from_bytes(os.urandom(4), "little")
     open_playground()
-    in_page = printed_json(page, PROGRAM + f"\nimport json\nprint('INPLACE', json.dumps(run('webgpu', {seed})))\n",
-                           "INPLACE")
-    native = {}
-    exec(PROGRAM, native)
-    expected = native["run"]("cpu", seed)
+    in_page, expected = run_in_page_and_natively(page, PROGRAM, ("webgpu", seed), ("cpu", seed))
     assert in_page.keys() == expected.keys()
     for name, (dtype, values) in expected.items():
         assert in_page[name][0] == dtype, (name, seed)

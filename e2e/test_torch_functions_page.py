@@ -5,7 +5,7 @@ and float remainders agree with torch's to the bit."""
 import math
 import os
 
-from e2e.conftest import printed_json
+from e2e.conftest import run_in_page_and_natively
 
 PROGRAM = '''
 import random
@@ -45,11 +45,7 @@ def run(seed):
 def test_torch_functions_in_the_page_as_under_torch(page, open_playground):
     seed = int.from_bytes(os.urandom(4), "little")
     open_playground()
-    in_page = printed_json(page, PROGRAM + f"\nimport json\nprint('FUNCTIONS', json.dumps(run({seed})))\n",
-                           "FUNCTIONS")
-    native = {}
-    exec(PROGRAM, native)
-    expected = native["run"](seed)
+    in_page, expected = run_in_page_and_natively(page, PROGRAM, (seed,), (seed,))
     assert in_page["exact"] == expected["exact"], f"seed {seed}"
     for name, (floating, values) in expected["close"].items():
         got_floating, got = in_page["close"][name]

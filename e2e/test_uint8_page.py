@@ -5,7 +5,7 @@ reductions, and they give the cpu device's values natively on the same fresh ran
 arithmetic on bools."""
 import os
 
-from e2e.conftest import printed_json
+from e2e.conftest import run_in_page_and_natively
 
 PROGRAM = '''
 import random
@@ -52,8 +52,5 @@ def run(device, seed):
 def test_uint8_results_in_the_page_as_natively(page, open_playground):
     seed = int.from_bytes(os.urandom(4), "little")
     open_playground()
-    in_page = printed_json(page, PROGRAM + f"\nimport json\nprint('UINT8', json.dumps(run('webgpu', {seed})))\n",
-                           "UINT8")
-    native = {}
-    exec(PROGRAM, native)
-    assert in_page == native["run"]("cpu", seed), f"seed {seed}"
+    in_page, native = run_in_page_and_natively(page, PROGRAM, ("webgpu", seed), ("cpu", seed))
+    assert in_page == native, f"seed {seed}"
