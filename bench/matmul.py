@@ -39,7 +39,7 @@ SHAPES = [(f"{s}^3", 1, s, s, s, "a @ b") for s in (512, 1024, 2048, 4096)] + [
 T = matmul_kernels.MatmulTiles
 CONFIGS = [T(16, 16, 8, 8, 8), T(16, 16, 8, 8, 16), T(16, 16, 8, 4, 8), T(16, 16, 4, 8, 8), T(16, 16, 4, 4, 16),
            T(8, 8, 4, 4, 16), T(16, 8, 8, 8, 8), T(8, 16, 8, 8, 8), T(16, 16, 8, 16, 8), T(16, 16, 16, 8, 8),
-           T(32, 8, 4, 8, 8), T(8, 32, 8, 4, 8)]
+           T(32, 8, 4, 8, 8), T(8, 32, 8, 4, 8), T(8, 16, 8, 16, 8), T(16, 8, 16, 8, 8)]
 SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 BATCH_SECONDS = 0.01
 WARM_SECONDS = 0.1
@@ -158,8 +158,9 @@ def sweep(m, n, k, batch, limit, flops, theirs, run, check):
     try:
         fitting = [t for t in CONFIGS if t.workgroup_bytes <= limit]
         best = max(fitting, key=lambda tiles: one(tiles, None))
-        for splits in SPLITS:
-            if splits == 1 or k // splits >= matmul_kernels.MATMUL_MIN_SPLIT_K:
+        binding = wg.get_backend("webgpu").runtime.limits["max_storage_buffer_binding_size"]
+        for splits in SPLITS:   # (the pieces must fit one binding)
+            if splits == 1 or (k // splits >= matmul_kernels.MATMUL_MIN_SPLIT_K and 4 * splits * batch * m * n <= binding):
                 one(best, splits)
     finally:
         matmul_kernels.matmul_tiles, matmul_kernels.matmul_splits = choose, split_rule

@@ -20,9 +20,11 @@ alias T = {{compute}};
 const THREADS: u32 = {{threads}}u;   // a workgroup's threads: kernels/reduce.py's REDUCE_THREADS (RUN_THREADS)
 // per_thread steps from element to element by adds, working a position out from its index only
 // where a run along the innermost reduced dim starts (a software adapter's form: there a division is
-// a lane at a time); else (GPUs, and arg ops' second pass, which reads its positions from picked) it
-// works out every element's position.
+// a lane at a time; and a GPU's down columns, where it was a division per load); else (GPUs' short
+// reductions, and arg ops' second pass, which reads its positions from picked) it works out every
+// element's position.
 const STEPPED: bool = {{stepped}};
+const STEP_LOADS: u32 = {{step_loads}}u;
 
 // A running reduction: its value, and the reduced index it was found at (arg ops).
 struct Partial {
@@ -139,6 +141,12 @@ fn per_thread(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg
         while (k < last) {
             let end = min(last, k + size - k % size);
             var at = base + reduced_position(k);
+            // STEP_LOADS loads in flight at a time where the run has them (a round, written out by
+            // kernels/reduce.py: the loads, then their merges in order), then one at a time
+            for (; k + STEP_LOADS <= end; k += STEP_LOADS) {
+{{step_round}}
+                at += STEP_LOADS * step;
+            }
             for (; k < end; k++) {
                 mine = merge(mine, Partial(load(at), k), 0u);
                 at += step;

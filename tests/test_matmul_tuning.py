@@ -57,8 +57,8 @@ def test_the_fastest_is_kept_cached_and_read_back(backend, monkeypatch, tmp_path
     timings[fastest] = 0.5
     out, expected = _product(backend, tuner, monkeypatch, m, k, n)
     assert_close(out, expected, atol=1e-4 * math.sqrt(k), rtol=1e-4, what=f"tuned m={m} k={k} n={n}")
-    assert set(timed) == set(candidates), tag("every candidate is timed")
-    assert len(timed) == len(candidates) * matmul_tuning.TUNING_RUNS
+    # in turns: a round of every candidate, then the next (a GPU's clock moves while it is tuned)
+    assert timed == candidates * matmul_tuning.TUNING_RUNS, tag(f"timed in the order {timed}")
     layouts = next(iter(tuner.chosen))[4]
     assert tuner.choose(m, n, k, 1, layouts, prior, None) == fastest
     saved = json.loads(path.read_text())["adapters"][tuner.adapter]

@@ -17,7 +17,9 @@ is not built), so each load would compile every candidate again before the first
 The cache is $WEBGRAD_CACHE_DIR/matmul-tiles.json, else under $XDG_CACHE_HOME/webgrad or
 ~/.cache/webgrad."""
 import collections
+import functools
 import json
+import math
 import os
 import sys
 import warnings
@@ -134,7 +136,7 @@ TUNED_MAX_GROUPS = 1024
 # Of the candidates within TUNED_MARGIN of the fastest, the first (the prior is first) is kept: near-ties
 # are ranked by noise, and would flip between starts (bench/NOTES.md: two caches, a 0.3% tie, two picks).
 TUNED_MARGIN = 0.03
-# Each candidate runs once (its compile, the clocks), then TUNING_RUNS times; the least time counts.
+# Each candidate runs once (its compile), then TUNING_RUNS times in turns with the others; its least time counts.
 TUNING_RUNS = 3
 # What a dispatch costs besides its GPU time: ~40 us of host time for a split K's sum in an eager
 # product (512^3 on an H100), ~10 us of drain in a replayed step.
@@ -237,7 +239,7 @@ class MatmulTuner:
         # recording (the candidates' runs would be recorded; its warm-up calls tune the shapes).
         if runtime.profiler is not None or runtime.adopted is not None or runtime.is_recording:
             return None
-        times = {candidate: self._time(candidate, run) for candidate in self.candidates(m, n, k, batch, prior)}
+        times = self._time(self.candidates(m, n, k, batch, prior), run)
         fastest = min(times.values())
         chosen = next(c for c, seconds in times.items() if seconds <= fastest * (1 + TUNED_MARGIN))
         self.timings[key] = times
@@ -245,9 +247,19 @@ class MatmulTuner:
         self._save(key, chosen)
         return chosen
 
-    def _time(self, candidate, run):
-        run(*candidate)   # compiled, and the GPU's clocks up
-        return min(self.timer(candidate, lambda: run(*candidate)) for _ in range(TUNING_RUNS))
+    def _time(self, candidates, run):
+        """Each candidate's least time of TUNING_RUNS, taken in turns (one run of each, then the
+        next round) once all have run once (their compiles): a GPU's clock moves while it runs (an
+        H100's between 810 and 1980 MHz within a minute, bench/NOTES.md), and candidates timed one
+        after the other were ranked by the clock of their moment as much as by their tiles."""
+        runs = {candidate: functools.partial(run, *candidate) for candidate in candidates}
+        for queue in runs.values():
+            queue()
+        times = dict.fromkeys(candidates, math.inf)
+        for _ in range(TUNING_RUNS):
+            for candidate, queue in runs.items():
+                times[candidate] = min(times[candidate], self.timer(candidate, queue))
+        return times
 
     # ---- the cache file: {"format": 1, "adapters": {adapter: {shape class: [*tiles, splits]}}}
 

@@ -39,6 +39,9 @@ SOFTWARE_PER_THREAD_REDUCE = REDUCE_MIN_SPAN
 COLUMN_MIN_SPAN = 32
 COLUMN_THREADS = 1 << 18
 COLUMN_FROM = 1 << 20
+# A stepped thread's loads in flight at a time (reduce.wgsl's per_thread, stepped, as the column form
+# takes it on a GPU): with one, the GPT's bias sums moved 1.1-1.4 TB/s of an H100's ~3.
+STEP_LOADS = 4
 # On a GPU a reduction that would take two passes takes one, a workgroup of RUN_THREADS per output
 # reading four elements at a time (reduce.wgsl's runs), where each output's elements lie in runs of
 # adjacent ones (whole vec4s) and are at most RUN_SPAN: a convolution's bias gradient ((128, 16, 28, 28)
@@ -89,13 +92,13 @@ class ReduceKernels:
     def _plan(self, n_out, count, columns):
         """(chunks, form) of a reduction of `count` elements into each of n_out outputs: its first pass's
         chunks an output, and the pass's form: "main" (a workgroup per (output, chunk)), "per_thread"
-        (a thread each: where short, or down columns) or "stepped" (a thread each stepping through x
-        by adds: a software adapter's every pass); reduce() may then pick "runs" (_in_runs)."""
+        (a thread each, where short) or "stepped" (a thread each stepping through x by adds: a software
+        adapter's every pass, and a GPU's down columns); reduce() may then pick "runs" (_in_runs)."""
         if self.is_software:
             return max(1, -(-count // SOFTWARE_PER_THREAD_REDUCE)), "stepped"
         if columns:
             chunks = max(1, -(-count // REDUCE_SPAN), min(count // COLUMN_MIN_SPAN, -(-COLUMN_THREADS // n_out)))
-            return chunks, "per_thread"
+            return chunks, "stepped"
         chunks = max(1, -(-count // REDUCE_SPAN), min(-(-count // REDUCE_MIN_SPAN), -(-REDUCE_GROUPS // max(1, n_out))))
         return chunks, "per_thread" if chunks == 1 and count <= PER_THREAD_REDUCE else "main"
 
@@ -200,6 +203,11 @@ def reduce_producer(key, block):
                     lambda epilogue: _reduce_source(SUM, in_dtype, dtypes.float32, False, form, epilogue))
 
 
+# The stepped form's round: STEP_LOADS loads a step apart, then their merges in order.
+_STEP_ROUND = "\n".join(
+    [f"                let v{u} = load(at + {u}u * step);" for u in range(STEP_LOADS)]
+    + [f"                mine = merge(mine, Partial(v{u}, k + {u}u), 0u);" for u in range(STEP_LOADS)])
+
 # The runs form's round: RUN_LOADS loads, each thread's next place worked out after each, then their sums.
 _RUN_ROUND = "\n".join(
     [f"        let v{u} = load4(base4 + c.run * stride4 + c.at);\n"
@@ -221,7 +229,7 @@ def _reduce_source(op, in_dtype, out_dtype, picked, form, epilogue=None):
                 stepped=str(form == "stepped" and not picked).lower(),
                 load="x[at / 4u][at % 4u]" if runs else f"T({load(in_dtype, 'x', 'at')})",
                 load4="x[at]" if runs else f"vec4<T>({', '.join(f'load(4u * at + {k}u)' for k in range(4))})",
-                run_loads=str(RUN_LOADS), run_round=_RUN_ROUND,
+                run_loads=str(RUN_LOADS), run_round=_RUN_ROUND, step_loads=str(STEP_LOADS), step_round=_STEP_ROUND,
                 lowest=LOWEST[compute], highest=HIGHEST[compute],
                 identity=op.identity, combine=op.combine, out_type=out_dtype.stored,
                 result="i32(r.index)" if op.arg else f"{out_dtype.stored}(r.value)", index=index,
