@@ -143,9 +143,10 @@ TUNING_RUNS = 3
 DISPATCH_SECONDS = 20e-6
 CACHE_FILE = "matmul-tiles.json"
 CACHE_FORMAT = 1
-# Choices are kept per adapter and revision of shaders/matmul.wgsl: times taken with an earlier kernel
-# say little of this one (revision 2 dropped the branch around the next step's loads).
-MATMUL_KERNEL_REVISION = 2
+# Choices are kept per adapter and revision of shaders/matmul.wgsl and its timing: times taken with an
+# earlier kernel or timer say little of this one (revision 2 dropped the branch around the next step's
+# loads; 3 times the candidates in turns, where one at a time ranked them by a moving clock).
+MATMUL_KERNEL_REVISION = 3
 
 
 def tuning_enabled(is_software):
