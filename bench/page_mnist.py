@@ -14,7 +14,11 @@ and the ratios: the page's time over native webgrad's (1.0: no cost for being in
 webgrad / TF.js-webgpu and webgrad / TF.js-webgl (above 1: webgrad is faster).
 Both sides train on a pool of 4 random batches of MNIST's shape made on the device beforehand;
 3 warm-up steps, then one synced step sizes a run of about --seconds, which ends with a readback
-of the loss, so queued GPU work is counted. Nothing may load from beyond localhost.
+of the loss, so queued GPU work is counted. For webgrad, in the page and natively, the table also
+splits a step's milliseconds: wall (the run over its steps), host (the steps' Python: ops or the
+replay, queueing and submitting; the GPU runs behind it) and GPU (5 more steps under webgrad.profiler,
+each dispatch alone: timestamp queries where the adapter has them, else each dispatch's wall time,
+marked ~). Where host is near wall the step is bound by the host, where GPU is, by the GPU. Nothing may load from beyond localhost.
 Usage: python bench/page_mnist.py [--models mlp,cnn,gpt] [--seconds 5] [--browser PATH] [--no-native]
   [--no-peer] [--setup PYTHON ...] [--rounds N]
 --setup: Python run in the page before each measurement (a tiling to try, say); given more than once,
@@ -63,6 +67,8 @@ def make_model(name):
     model = nn.MODELS[name](device="webgpu")
     return (lambda x, y: F.cross_entropy(model(x), y)), wg.optim.Adam(model.parameters(), lr=1e-3)
 
+PROFILED = 5   # steps profiled after the timed ones
+
 def measure(name, jit, pool=4, warmup=3, seconds=5.0, max_steps=200):
     wg.manual_seed(0)
     batches = make_batches(name, pool)
@@ -89,12 +95,18 @@ def measure(name, jit, pool=4, warmup=3, seconds=5.0, max_steps=200):
     start = time.perf_counter()
     step().item()
     steps = max(2, min(max_steps, round(seconds / (time.perf_counter() - start))))
-    start = time.perf_counter()
+    start = host = time.perf_counter()
     for _ in range(steps):
         loss = step()
+    host = time.perf_counter() - host   # the steps' Python, queueing and submits (the GPU runs behind)
     value = loss.item()        # waits for the GPU
     elapsed = time.perf_counter() - start
-    print("RESULT", json.dumps({"steps": steps, "seconds": elapsed, "loss": value, "first": first}))
+    with wg.profiler.profile() as prof:   # each dispatch alone: the GPU's own time a step
+        for _ in range(PROFILED):
+            step()
+    print("RESULT", json.dumps({"steps": steps, "seconds": elapsed, "loss": value, "first": first,
+                                "host": host / steps, "gpu": prof.total_us() / 1e6 / PROFILED,
+                                "timestamps": prof.measure == wg.profiler.TIMESTAMPS}))
 """
 
 
@@ -203,7 +215,7 @@ def main():
         return
     site = args.site or web_module("build").build(tempfile.mkdtemp(prefix="webgrad-site-"))
     site_server, site_url = serve_in_thread(site)
-    peer_server, peer_url = serve_in_thread(args.peer_site or peer_site())
+    peer_server, peer_url = serve_in_thread(args.peer_site or peer_site()) if peer_models else (None, None)
     leaks = []
     try:
         with sync_playwright() as p:
@@ -224,7 +236,8 @@ def main():
             browser.close()
     finally:   # a blocked request can also surface as a page that never finishes: say so either way
         site_server.shutdown()
-        peer_server.shutdown()
+        if peer_server:
+            peer_server.shutdown()
         if leaks:
             raise SystemExit(f"a page tried to reach beyond localhost: {leaks}")
     native, native_adapter = ({}, None) if args.no_native else webgrad_natively(models, args.seconds)
@@ -237,7 +250,7 @@ def main():
         for backend in PEER_BACKENDS:
             print(f"TF.js {version} {backend}: {next(r['device'] for (_, b), r in peer.items() if b == backend)}")
     print(f"{'model':5s} {'runner':22s} {'steps/s':>8s} {'items/s':>9s} {'steps':>6s}   {'time / native':>13s} "
-          f"{'/ TF.js-webgpu':>14s} {'/ TF.js-webgl':>14s}")
+          f"{'/ TF.js-webgpu':>14s} {'/ TF.js-webgl':>14s}   ms a step: wall / host / GPU")
     for name in models:
         per_step, items = ITEMS[name]
         rows = [(f"webgrad page{f' #{i + 1}' if len(setups) > 1 else ''}, {mode}", ours[i, name, mode], mode)
@@ -248,8 +261,11 @@ def main():
             slower = f"{rate(native[name, mode]) / rate(result):13.2f}" if mode and native else f"{'':13s}"
             ratio = " ".join(f"{rate(result) / rate(peer[name, b]):14.2f}" for b in PEER_BACKENDS
                              if (name, b) in peer) if label.startswith("webgrad") else ""
+            split = "" if "host" not in result else (
+                f"   {1e3 / rate(result):.3f} / {1e3 * result['host']:.3f} / "
+                f"{'' if result['timestamps'] else '~'}{1e3 * result['gpu']:.3f}")
             print(f"{name:5s} {label:22s} {rate(result):8.2f} {per_step * rate(result):9.0f} {result['steps']:6d}   "
-                  f"{slower} {ratio}")
+                  f"{slower} {ratio:29s}{split}")
         print(f"{'':5s} (items: {items})")
 
 
