@@ -7,7 +7,7 @@ import torch.nn.functional as TF
 
 import webgrad as wg
 import webgrad.nn.functional as F
-from conftest import assert_close, check_op, dispatched_kernels, randn, tag, to_numpy, uniform, wg_tensor
+from conftest import assert_close, check_op, dispatched_kernels, randn, rng, tag, to_numpy, uniform, wg_tensor
 
 # (input shape, normalized_shape): rows and row lengths that are not multiples of the kernels'
 # 64 threads a row (4 on a software adapter), 32 columns a workgroup or 256 rows a chunk (300 rows take the chunks' reduction)
@@ -139,3 +139,35 @@ def test_norm_past_the_grid():
     # agree to the rows' count times float32's epsilon (a sum of 65542 terms near 1 near 7 differed
     # by 0.0027), not to 1e-4
     check_op(layer_norm, x, w, b, device="webgpu", torch_fn=torch_layer_norm, grad=[1, 2], atol=rows * 2**-20)
+
+
+@pytest.mark.parametrize("cols", [1, 37, 64, 65, 384, 512, 513])
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_a_gpus_short_rows_held_in_registers(op, cols, monkeypatch):
+    """A GPU's rows of at most 64 x NORM_HELD values take the held entries (each thread's values loaded
+    once, into registers), longer ones the loops: torch's values and gradients either way, and the
+    loops' bits (the same sums in the same order)."""
+    from webgrad.backends.webgpu.kernels import norm
+    backend = wg.get_backend("webgpu")
+    monkeypatch.setattr(backend, "is_software", False)   # a GPU's plan
+    rows = int(rng().integers(3, 9))
+    ramp = 3 * np.linspace(-1, 1, cols).astype(np.float32)
+    inputs = [2 * randn(rows, cols) + 0.5 + ramp, randn(cols)] + ([randn(cols)] if op == "layer_norm" else [])
+    kernels = dispatched_kernels(monkeypatch)
+
+    def fn(ns):
+        return lambda x, *affine: getattr(ns, op)(x, (cols,), *affine, eps=1e-4)
+    check_op(fn(F), *inputs, device="webgpu", torch_fn=fn(TF))
+    held = cols <= norm.NORM_ROW_THREADS * norm.NORM_HELD
+    names = {backend.runtime.kernel_names[k][0] for k in kernels}
+    assert ("norm.forward_held" in names, "norm.backward_input_held" in names) == (held, held), tag(f"kernels {names}")
+
+    def run():
+        tensors = [wg_tensor(a, "webgpu", requires_grad=True) for a in inputs]
+        out = fn(F)(*tensors)
+        out.backward(wg_tensor(inputs[0][::-1].copy(), "webgpu"))
+        return [to_numpy(t) for t in (out, *(t.grad for t in tensors))]
+    ours = run()
+    monkeypatch.setattr(norm, "NORM_HELD", 0)   # the loops
+    for what, a, b in zip(("output", "input gradient", "weight gradient", "bias gradient"), ours, run()):
+        assert np.array_equal(a, b), tag(f"{what}: held and looped differ by {np.abs(a - b).max()}")

@@ -14,6 +14,10 @@ NORM_COLS = 32   # columns per backward_params workgroup (of 256 threads)
 # them at 64 threads: the language model's norms were half its step in the page on SwiftShader).
 NORM_ROW_THREADS = 64
 SOFTWARE_NORM_ROW_THREADS = 4
+# On a GPU, rows of at most NORM_ROW_THREADS * NORM_HELD values take norm.wgsl's forward_held and
+# backward_input_held: each thread's values loaded once, together, into registers (the GPT's 384-wide
+# rows, 6 a thread). Longer rows, and a software adapter's (4 threads a row), loop.
+NORM_HELD = 8
 # Layouts whose parameters are kept worked out (_packer); past this many the oldest go.
 NORM_LAYOUTS_KEPT = 256
 
@@ -41,7 +45,7 @@ class NormKernels:
             affine = int(weight is not None) | int(bias is not None) << 1
             words = _packer(x.shape, affine, centered, eps, x.strides, (0, 0))([x.offset, 0, *_offsets(weight, bias)])
             self._norm_dispatch("forward", [y, stats, x.storage, x.storage, *_affine(x, weight, bias)],
-                                words, rows)
+                                words, rows, cols)
         return y, stats
 
     def norm_backward(self, grad, x, stats, weight, centered, param_grads):
@@ -54,7 +58,7 @@ class NormKernels:
         pack = _packer(x.shape, int(weight is not None), centered, 0.0, x.strides, grad.strides)
         words = pack([x.offset, grad.offset, *_offsets(weight, None)])
         inputs = [stats.storage, x.storage, grad.storage, *_affine(x, weight, None)]
-        self._norm_dispatch("backward_input", [dx, *inputs], words, rows)
+        self._norm_dispatch("backward_input", [dx, *inputs], words, rows, cols)
         if not param_grads:
             return dx, None
         chunks = -(-rows // NORM_CHUNK_ROWS)
@@ -64,14 +68,56 @@ class NormKernels:
             return dx, sums
         return dx, self.reduce(SUM, flat(sums, (chunks, 2 * cols), x.dtype), (0,), x.dtype)
 
-    def _norm_dispatch(self, entry, storages, words, groups):
+    def _norm_dispatch(self, entry, storages, words, groups, cols=None):
+        """One dispatch of norm.wgsl's `entry`; a row-wise entry (given its rows' length, cols) takes its
+        held form where the rows are short enough."""
         row_threads = SOFTWARE_NORM_ROW_THREADS if self.is_software else NORM_ROW_THREADS
+        held = 1   # (what the loops' module fills in)
+        if cols is not None and not self.is_software and cols <= row_threads * NORM_HELD:
+            entry, held = f"{entry}_held", -(-cols // row_threads)
         pipeline = self.runtime.pipeline(
-            ("norm", entry, row_threads),
+            ("norm", entry, row_threads, held),
             lambda: fill("norm", NORM_PARAMS, includes=("workgroup",), cols=str(NORM_COLS),
-                         chunk_rows=str(NORM_CHUNK_ROWS), row_threads=str(row_threads)),
+                         chunk_rows=str(NORM_CHUNK_ROWS), row_threads=str(row_threads), held=str(held),
+                         **_held_slots(held)),
             entry=entry, bindings=("read_write", "read_write", "read", "read", "read", "read"))
         self.runtime.dispatch(pipeline, storages, words, groups)
+
+
+def _held_slots(held):
+    """norm.wgsl's held entries written out for `held` values a thread: value i at column
+    c{i} = li + i * ROW_THREADS, in the order the loops take them."""
+    def each(template):
+        return "\n".join(template.format(i=i) for i in range(held))
+    return dict(
+        held_x=each("""\
+    let c{i} = li + {i}u * ROW_THREADS;
+    let x{i} = held(r, c{i}, cols, false);"""),
+        sum_x=" + ".join(f"x{i}" for i in range(held)),
+        held_squares=each("""\
+    if (c{i} < cols) {{
+        let centred{i} = x{i} - mean;
+        squares += centred{i} * centred{i};
+    }}"""),
+        held_y=each("""\
+    if (c{i} < cols) {{
+        var y{i} = (x{i} - mean) * rstd * weight_at(c{i});
+        if ((params.affine & 2u) != 0u) {{
+            y{i} += bias[params_offsets(3u) + c{i}];
+        }}
+        out[r * params.cols + c{i}] = y{i};
+    }}"""),
+        held_g=each("""\
+    let c{i} = li + {i}u * ROW_THREADS;
+    let x{i} = held(r, c{i}, cols, false);
+    let g{i} = held(r, c{i}, cols, true) * weight_at(min(c{i}, params.cols - 1u));
+    if (c{i} < cols) {{
+        sums += Partial(g{i}, g{i} * (x{i} - mean) * rstd);
+    }}"""),
+        held_dx=each("""\
+    if (c{i} < cols) {{
+        out[r * params.cols + c{i}] = rstd * (g{i} - shift - (x{i} - mean) * rstd * means.y);
+    }}"""))
 
 
 def _affine(x, weight, bias):
