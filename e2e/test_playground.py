@@ -27,6 +27,10 @@ def test_page_loads_and_shows_the_adapter(page, open_playground):
     assert 0 <= float(text(page, "accuracy")) <= 1
     assert "import webgrad as wg" in code_text(page)
     assert page.is_enabled("[data-testid=train]") and page.is_disabled("[data-testid=pause]")
+    # a link without "stepping": steps run as suits the adapter (step_settings.js), and the script says so
+    stepping = "eager" if adapter.endswith("(software)") else "replayed"
+    assert page.input_value("[data-testid=stepping]") == stepping
+    assert ("@wg.jit" in code_text(page)) == (stepping == "replayed")
 
 
 def test_xor_trains_to_full_test_accuracy(page, open_playground, screenshot):

@@ -6,6 +6,7 @@ import { mnistView } from './mnist.js';
 import { codeEditor } from './editor.js';
 import { CHOICES, configFrom, DEFAULTS, FEATURES, fromHash, parseFeatures, parseHidden, PRESETS, problemOf, scriptFor,
          toHash } from './script.js';
+import { STEP_HINT, STEP_LABELS, stepFor } from './step_settings.js';
 import { timeChart } from './time_chart.js';
 import { drawNetwork, drawOutput, drawScale, lossChart, readFrame, readPoints } from './toy_plots.js';
 import { $, adapterName, printTo, PythonWorker, showToggle } from './ui.js';
@@ -31,13 +32,14 @@ let toyTime = null;          // the "Where the time goes" panel (time_chart.js)
 
 // ---- controls and URL
 
-const LABELS = { sgd: 'SGD', adam: 'Adam', adamw: 'AdamW', gelu: 'GELU', relu: 'ReLU' };
+const LABELS = { sgd: 'SGD', adam: 'Adam', adamw: 'AdamW', gelu: 'GELU', relu: 'ReLU', ...STEP_LABELS };
 
 function setupControls() {
   for (const [key, options] of Object.entries(CHOICES)) {
     $(key).replaceChildren(...options.map((o) => new Option(LABELS[o] ?? o, o)));
   }
   $('features').replaceChildren(...Object.entries(FEATURES).map(([name, label]) => featureToggle(name, label)));
+  $('stepping').title = STEP_HINT;
   for (const key of [...Object.keys(DEFAULTS), 'problem', 'preset']) {
     $(key).addEventListener(key === 'preset' ? 'click' : 'change', () => changed(key));
     $(key).addEventListener('input', () => showRangeValues());
@@ -129,6 +131,15 @@ async function changed(key) {
   load(code.text);
 }
 
+// Once the adapter is known, how steps run (unless the link said) is its default (step_settings.js),
+// and the controls' script says so; a script the user edited meanwhile stays, with its eager steps.
+function adoptStepping(isSoftware) {
+  if (config.stepping !== null) return;
+  config.stepping = code.edited ? 'eager' : stepFor(isSoftware);
+  $('stepping').value = config.stepping;
+  if (!code.edited) code.show(scriptFor(config));
+}
+
 // Applies a script: the worker runs it as a module and Play trains what it built.
 function load(source) {
   worker?.postMessage({ type: 'load', source, play: playing });  // no worker: no WebGPU, nothing to run
@@ -175,6 +186,7 @@ const handlers = {
     setStatus('Making the model and drawing the data…');   // "Ready" once they are drawn ('ran')
     readyMs = loadMs;
     setBusy(false);
+    adoptStepping(isSoftware);
     load(restarted ? scriptFor(config) : code.text);
     restarted = false;
     ready = true;

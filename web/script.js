@@ -2,6 +2,7 @@
 // Python training script they make (the code panel shows it; Play runs its train_step()), and the
 // settings read back from that script once the user has edited it.
 import { oneOfEach, settingsFromHash, wholeNumber } from './link_settings.js';
+import { STEP_CHOICES } from './step_settings.js';
 
 export const REGRESSION_SETS = ['plane', 'multigauss'];   // webgrad.data.toy's REGRESSION_DATASETS
 export const CHOICES = {
@@ -11,11 +12,14 @@ export const CHOICES = {
   lr: ['0.001', '0.003', '0.01', '0.03', '0.1', '0.3', '1'],
   l2: ['0', '0.0001', '0.001', '0.003', '0.01', '0.03', '0.1'],
   l1: ['0', '0.0001', '0.001', '0.003', '0.01', '0.03', '0.1'],
+  stepping: STEP_CHOICES,
 };
+// stepping: how train_step runs (step_settings.js; the other views call it step, which here is the
+// Step button's id), null until the adapter is known: the script then runs its steps eagerly.
 export const DEFAULTS = {
   dataset: 'circles', noise: 0, ratio: 50, batch: 16, hidden: '8,8',
   activation: 'tanh', lr: '0.03', optimizer: 'adam', l2: '0', seed: 1,
-  features: 'x1,x2', l1: '0', testdata: 0, discretize: 0,
+  features: 'x1,x2', l1: '0', testdata: 0, discretize: 0, stepping: null,
 };
 // The network's inputs (webgrad.data.toy's FEATURES): their names and labels. The points' coordinates
 // are the Playground's divided by 6, so its sin x1 is sin 6x1 here.
@@ -71,10 +75,17 @@ export function fromHash(hash, corrections = []) {
 }
 
 export function toHash(config) {
-  return '#' + Object.keys(DEFAULTS).map((k) => `${k}=${config[k]}`).join('&');
+  return '#' + Object.keys(DEFAULTS).filter((k) => config[k] !== null).map((k) => `${k}=${config[k]}`).join('&');
 }
 
 const OPTIMIZERS = { adam: 'Adam', adamw: 'AdamW', sgd: 'SGD' };
+// The lines over a replayed update, in web/lm_view.py's REPLAY words (tests/test_toy_steps.py checks).
+// A replay runs no Python, so train_step draws each batch and hands it to the jitted update: a
+// jitted train_step would replay its first batch forever.
+const REPLAY = `# wg.jit runs the first two calls as written and records their GPU work; later
+# calls replay it, without Python's cost per op (and do not run the Python again).
+@wg.jit
+`;
 
 export function scriptFor(c) {
   const hidden = parseHidden(c.hidden);
@@ -88,6 +99,21 @@ export function scriptFor(c) {
   const [lossOf, score] = regression
     ? ['F.mse_loss(model(x)[:, 0], y)', 'test loss {test_loss(x_test, y_test):.4f}']
     : ['F.cross_entropy(model(x), y)', 'test accuracy {accuracy(x_test, y_test):.3f}'];
+  const updateBody = `opt.zero_grad()
+    loss = ${lossOf}${l1 ? `
+    loss = loss + L1 * sum(p.abs().sum() for name, p in model.named_parameters() if name.endswith("weight"))` : ''}
+    loss.backward()
+    opt.step()
+    return loss`;
+  const trainStep = c.stepping === 'replayed' ? `${REPLAY}def update(x, y):
+    ${updateBody}
+
+
+def train_step():
+    x, y = next(batch)  # drawn here, as replays of update() run no Python
+    return update(x, y)` : `def train_step():
+    x, y = next(batch)
+    ${updateBody}`;
   const check = regression ? `def test_loss(x, y):
     with wg.no_grad():
         return F.mse_loss(model(features(x))[:, 0], y).item()`
@@ -128,14 +154,7 @@ def batches():
 batch = batches()
 
 
-def train_step():
-    x, y = next(batch)
-    opt.zero_grad()
-    loss = ${lossOf}${l1 ? `
-    loss = loss + L1 * sum(p.abs().sum() for name, p in model.named_parameters() if name.endswith("weight"))` : ''}
-    loss.backward()
-    opt.step()
-    return loss
+${trainStep}
 
 
 ${check}
@@ -165,6 +184,8 @@ const READ_BACK = [
   ['l2', new RegExp(String.raw`\bweight_decay=${NUMBER}`), (m) => String(Number(m[1]))],
   ['l1', new RegExp(String.raw`^L1 = ${NUMBER}`, 'm'), (m) => String(Number(m[1]))],
   ['batch', /\bbatch_size=(\d+)/, (m) => Number(m[1])],
+  // the step function defined first (update when replayed): replayed where wg.jit decorates it
+  ['stepping', /^(@wg\.jit\n)?def (?:update|train_step)\(/m, (m) => (m[1] ? 'replayed' : 'eager')],
 ];
 
 // The settings a script (scriptFor's, maybe edited) sets, over config: each one the script sets to
