@@ -45,6 +45,20 @@ fn weight_at(c: u32) -> f32 {
     return select(1.0, weight[params_offsets(2u) + c], (params.affine & 1u) != 0u);
 }
 
+// The forward's row r's (mean, rstd), kept for the backward by its first thread (cols 0: no row).
+fn keep_stats(r: u32, li: u32, cols: u32, mean: f32, rstd: f32) {
+    if (cols > 0u && li == 0u) {
+        stats[2u * r] = mean;
+        stats[2u * r + 1u] = rstd;
+    }
+}
+
+// What keep_stats kept for row r; 0 past the rows.
+fn row_stats(r: u32) -> vec2<f32> {
+    let at = 2u * min(r, params.rows - 1u);
+    return select(vec2(0.0), vec2(stats[at], stats[at + 1u]), r < params.rows);
+}
+
 @compute @workgroup_size(ROW_THREADS)
 fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
            @builtin(local_invocation_index) li: u32) {
@@ -72,20 +86,16 @@ fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
         }
         out[r * params.cols + c] = y;
     }
-    if (cols > 0u && li == 0u) {
-        stats[2u * r] = mean;
-        stats[2u * r + 1u] = rstd;
-    }
+    keep_stats(r, li, cols, mean, rstd);
 }
 
 @compute @workgroup_size(ROW_THREADS)
 fn backward_input(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) li: u32) {
     let r = flat_id(wg, nwg);
-    let live = r < params.rows;
-    let cols = select(0u, params.cols, live);
-    let mean = select(0.0, stats[2u * r], live);
-    let rstd = select(0.0, stats[2u * r + 1u], live);
+    let cols = select(0u, params.cols, r < params.rows);   // the whole workgroup must reach the barriers
+    let mean = row_stats(r).x;
+    let rstd = row_stats(r).y;
     var sums = Partial(0.0, 0.0);   // (sum g, sum g * xhat)
     for (var c = li; c < cols; c += ROW_THREADS) {
         let g = dy_at(r, c) * weight_at(c);
@@ -128,20 +138,16 @@ fn forward_held(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) n
 {{held_squares}}
     let rstd = inverseSqrt(workgroup_merge_all(Partial(squares, 0.0), li, ROW_THREADS, 0u).x / count + params.eps);
 {{held_y}}
-    if (cols > 0u && li == 0u) {
-        stats[2u * r] = mean;
-        stats[2u * r + 1u] = rstd;
-    }
+    keep_stats(r, li, cols, mean, rstd);
 }
 
 @compute @workgroup_size(ROW_THREADS)
 fn backward_input_held(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                        @builtin(local_invocation_index) li: u32) {
     let r = flat_id(wg, nwg);
-    let live = r < params.rows;
-    let cols = select(0u, params.cols, live);
-    let mean = select(0.0, stats[2u * r], live);
-    let rstd = select(0.0, stats[2u * r + 1u], live);
+    let cols = select(0u, params.cols, r < params.rows);   // the whole workgroup must reach the barriers
+    let mean = row_stats(r).x;
+    let rstd = row_stats(r).y;
     var sums = Partial(0.0, 0.0);   // (sum g, sum g * xhat)
 {{held_g}}
     let means = workgroup_merge_all(sums, li, ROW_THREADS, 0u) / f32(params.cols);
