@@ -18,7 +18,8 @@ of the loss, so queued GPU work is counted. For webgrad, in the page and nativel
 splits a step's milliseconds: wall (the run over its steps), host (the steps' Python: ops or the
 replay, queueing and submitting; the GPU runs behind it) and GPU (5 more steps under webgrad.profiler,
 each dispatch alone: timestamp queries where the adapter has them, else each dispatch's wall time,
-marked ~). Where host is near wall the step is bound by the host, where GPU is, by the GPU. Nothing may load from beyond localhost.
+marked ~). Where host is near wall the step is bound by the host, where GPU is, by the GPU.
+Nothing may load from beyond localhost.
 Usage: python bench/page_mnist.py [--models mlp,cnn,gpt] [--seconds 5] [--browser PATH] [--no-native]
   [--no-peer] [--setup PYTHON ...] [--rounds N]
 --setup: Python run in the page before each measurement (a tiling to try, say); given more than once,

@@ -94,8 +94,9 @@ fn backward_input(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups)
                   @builtin(local_invocation_index) li: u32) {
     let r = flat_id(wg, nwg);
     let cols = select(0u, params.cols, r < params.rows);   // the whole workgroup must reach the barriers
-    let mean = row_stats(r).x;
-    let rstd = row_stats(r).y;
+    let kept = row_stats(r);
+    let mean = kept.x;
+    let rstd = kept.y;
     var sums = Partial(0.0, 0.0);   // (sum g, sum g * xhat)
     for (var c = li; c < cols; c += ROW_THREADS) {
         let g = dy_at(r, c) * weight_at(c);
@@ -109,12 +110,11 @@ fn backward_input(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups)
     }
 }
 
-// forward_held and backward_input_held: forward's and backward_input's rows of at most ROW_THREADS *
-// HELD values (a GPU's), each thread's HELD values loaded once, all together, into named registers
-// (written out by kernels/norm.py: values{i} their loads, value_sum the row's sums in the loops' order,
-// so the same bits). The loops above load one value at a time, since their trip count is the row's,
-// and walk the row three times (an H100: 47 us a forward of 16384 x 384 rows, ~1 TB/s).
-const HELD: u32 = {{held}}u;
+// forward_held and backward_input_held: forward's and backward_input's short rows (a GPU's: kernels/norm.py's
+// NORM_HELD values a thread at most), each thread's values loaded once, all together, into named registers
+// (written out per count by kernels/norm.py's _held_slots: x{i}, g{i} at column c{i}, summed in the
+// loops' order, so the same bits). The loops above load one value at a time, since their trip count is
+// the row's, and walk the row three times (an H100: 47 us a forward of 16384 x 384 rows, ~1 TB/s).
 
 // x's value (or dy's, from_dy) at column c of row r, 0 past the row's end (and past the rows).
 fn held(r: u32, c: u32, cols: u32, from_dy: bool) -> f32 {
@@ -146,8 +146,9 @@ fn backward_input_held(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgr
                        @builtin(local_invocation_index) li: u32) {
     let r = flat_id(wg, nwg);
     let cols = select(0u, params.cols, r < params.rows);   // the whole workgroup must reach the barriers
-    let mean = row_stats(r).x;
-    let rstd = row_stats(r).y;
+    let kept = row_stats(r);
+    let mean = kept.x;
+    let rstd = kept.y;
     var sums = Partial(0.0, 0.0);   // (sum g, sum g * xhat)
 {{held_g}}
     let means = workgroup_merge_all(sums, li, ROW_THREADS, 0u) / f32(params.cols);

@@ -146,7 +146,7 @@ CACHE_FORMAT = 1
 # Choices are kept per adapter and revision of shaders/matmul.wgsl and its timing: times taken with an
 # earlier kernel or timer say little of this one (revision 2 dropped the branch around the next step's
 # loads; 3 times the candidates in turns, where one at a time ranked them by a moving clock).
-MATMUL_KERNEL_REVISION = 3
+MATMUL_TUNING_REVISION = 3
 
 
 def tuning_enabled(is_software):
@@ -190,7 +190,7 @@ class MatmulTuner:
         self.enabled = tuning_enabled(is_software) if enabled is None else enabled
         self.path = cache_path() if path == "default" else path
         self.adapter = (f"{info.get('name', '?')} | {info.get('driver', '')} | {info.get('backend', '')}"
-                        f" | matmul r{MATMUL_KERNEL_REVISION}")
+                        f" | matmul r{MATMUL_TUNING_REVISION}")
         self.timer = timer or _gpu_seconds
         self.limit = runtime.limits["max_compute_workgroup_storage_size"]
         self._choices = None   # shape class -> (tiles, splits) on this adapter, from the file and since

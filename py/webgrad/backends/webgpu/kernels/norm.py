@@ -78,8 +78,7 @@ class NormKernels:
         pipeline = self.runtime.pipeline(
             ("norm", entry, row_threads, held),
             lambda: fill("norm", NORM_PARAMS, includes=("workgroup",), cols=str(NORM_COLS),
-                         chunk_rows=str(NORM_CHUNK_ROWS), row_threads=str(row_threads), held=str(held),
-                         **_held_slots(held)),
+                         chunk_rows=str(NORM_CHUNK_ROWS), row_threads=str(row_threads), **_held_slots(held)),
             entry=entry, bindings=("read_write", "read_write", "read", "read", "read", "read"))
         self.runtime.dispatch(pipeline, storages, words, groups)
 
