@@ -119,7 +119,9 @@ def test_instance_norm_running_stats(name, device):
 
 def test_init_is_torchs():
     """Conv1d's uniform bounds, PReLU's constant, GroupNorm's ones and zeros."""
-    conv = nn.Conv1d(4, 6, 5)
+    # 256 channels: the bias's spread (a uniform's std is bound / sqrt(3)) is then far above bound / 4
+    # for any draw; six of them fell under it in 2.4% of draws (a fresh-clone run failed so)
+    conv = nn.Conv1d(4, 256, 5)
     bound = 1 / np.sqrt(4 * 5)
     for p in (conv.weight, conv.bias):
         values = p.detach().numpy()
