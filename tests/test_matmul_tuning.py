@@ -161,6 +161,21 @@ def test_no_tuning_inside_a_profile_or_a_recording(backend, monkeypatch, tmp_pat
     assert not tuner.chosen, tag("a choice was made without timing")
 
 
+def test_every_split_count_that_leaves_enough_k_is_a_candidate(backend, tmp_path):
+    """Not only powers of two: the count that fills a GPU's waves (7 for an H100's 36-tile weight
+    gradient) is tried, as long as each piece keeps TUNED_MIN_SPLIT_K and all fit TUNED_MAX_GROUPS."""
+    m, n = (int(v) for v in rng().integers(20, 70, size=2))
+    k = int(rng().integers(5, 20)) * matmul_tuning.TUNED_MIN_SPLIT_K + int(rng().integers(0, 100))
+    tiles = matmul_kernels.matmul_tiles(m, n, 1, backend.is_software)
+    prior = (tiles, matmul_kernels.matmul_splits(m, n, k, 1, tiles, backend.is_software))
+    candidates = _tuner(backend, tmp_path / "tiles.json", None).candidates(m, n, k, 1, prior)
+    enough = {s for s in range(2, matmul_tuning.TUNED_MAX_SPLITS + 1) if k // s >= matmul_tuning.TUNED_MIN_SPLIT_K}
+    for t in {t for t, _ in candidates[1:]}:   # one workgroup an output here, so only K limits the pieces
+        splits = {s for tiles, s in candidates if tiles == t}
+        expected = enough | {1, matmul_kernels.matmul_splits(m, n, k, 1, t, backend.is_software)}
+        assert splits == expected, tag(f"k={k} {t}: {sorted(splits)} against {sorted(expected)}")
+
+
 def test_small_products_keep_the_prior(backend, monkeypatch, tmp_path):
     monkeypatch.setattr(matmul_tuning, "TUNED_FROM_MACS", 1 << 20)
     tuner = _tuner(backend, tmp_path / "tiles.json", None)

@@ -128,9 +128,12 @@ TUNED_TILES = (MatmulTiles(16, 16, 8, 8, 8), MatmulTiles(16, 8, 8, 8, 8), Matmul
 # Smaller products (multiply-adds over all batches) are launch-bound: every candidate takes what a
 # dispatch takes, so they keep the prior (a toy model's products, tuning nothing in ~20 compiles each).
 TUNED_FROM_MACS = 1 << 20
-# K splits tried besides the rule's, where each piece keeps TUNED_MIN_SPLIT_K of K and the pieces
-# stay under TUNED_MAX_GROUPS workgroups (more only fill a GPU that is already full).
-TUNED_SPLITS = (1, 2, 4, 8)
+# K splits tried besides the rule's: every count up to TUNED_MAX_SPLITS where each piece keeps
+# TUNED_MIN_SPLIT_K of K and the pieces stay under TUNED_MAX_GROUPS workgroups (more only fill a GPU
+# that is already full). Every count, not powers of two: a GPU runs a fixed number of workgroups at
+# once, and the count that fills its waves wins (an H100's GPT weight gradient of 36 tiles ran 13%
+# faster in 7 pieces, 252 workgroups in one wave, than in 8, a wave and a tail; bench/NOTES.md).
+TUNED_MAX_SPLITS = 16
 TUNED_MIN_SPLIT_K = 128
 TUNED_MAX_GROUPS = 1024
 # Of the candidates within TUNED_MARGIN of the fastest, the first (the prior is first) is kept: near-ties
@@ -213,7 +216,7 @@ class MatmulTuner:
 
     def candidates(self, m, n, k, batch, prior):
         """The prior, then each of TUNED_TILES that fits the adapter's workgroup memory, with the
-        split rule's pieces and those of TUNED_SPLITS that leave enough K per piece."""
+        split rule's pieces and every other count up to TUNED_MAX_SPLITS that leaves enough K per piece."""
         found = [prior]
         max_groups = self.runtime.limits["max_compute_workgroups_per_dimension"]
         least = -(-k // SOFTWARE_MATMUL_K) if self.is_software else 1
@@ -223,8 +226,8 @@ class MatmulTuner:
                 continue   # (nor a tile over twice the output's side but the smallest, as in the table)
             workgroups = groups(m, t.wy * t.tm) * groups(n, t.wx * t.tn) * batch
             splits = {matmul_splits(m, n, k, batch, t, self.is_software)}
-            splits |= {s for s in TUNED_SPLITS if s == 1 or (k // s >= TUNED_MIN_SPLIT_K
-                                                              and workgroups * s <= TUNED_MAX_GROUPS)}
+            splits |= {s for s in range(1, TUNED_MAX_SPLITS + 1)
+                       if s == 1 or (k // s >= TUNED_MIN_SPLIT_K and workgroups * s <= TUNED_MAX_GROUPS)}
             found += [(t, s) for s in sorted(splits) if s >= least and batch * s <= max_groups]
         return list(dict.fromkeys(found))
 
