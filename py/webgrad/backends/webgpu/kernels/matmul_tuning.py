@@ -148,8 +148,9 @@ CACHE_FILE = "matmul-tiles.json"
 CACHE_FORMAT = 1
 # Choices are kept per adapter and revision of shaders/matmul.wgsl and its timing: times taken with an
 # earlier kernel or timer say little of this one (revision 2 dropped the branch around the next step's
-# loads; 3 times the candidates in turns, where one at a time ranked them by a moving clock).
-MATMUL_TUNING_REVISION = 3
+# loads; 3 times the candidates in turns, where one at a time ranked them by a moving clock; 4 tries
+# every split count).
+MATMUL_TUNING_REVISION = 4
 
 
 def tuning_enabled(is_software):
