@@ -83,7 +83,7 @@ class NativeDriver:
         self._pipelines = {}  # handle -> GPUComputePipeline
         self._layout_of = {}  # pipeline handle -> its GPUBindGroupLayout
         self._layouts = {}  # bindings -> (GPUBindGroupLayout, GPUPipelineLayout)
-        self._bind_groups = {}  # id -> GPUBindGroup (all of them bind the arena)
+        self._bind_groups = {}  # id -> wgpu-native's WGPUBindGroup handle (all of them bind the arena)
         self._fence = self._device.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC)
         self._arena = None
 
@@ -119,7 +119,7 @@ class NativeDriver:
     def destroy_buffer(self, handle, bind_groups):
         self._buffers.pop(handle).destroy()
         for group in bind_groups:
-            del self._bind_groups[group]
+            _lib.wgpuBindGroupRelease(self._bind_groups.pop(group))
 
     # ---- pipelines
 
@@ -166,15 +166,24 @@ class NativeDriver:
         )
 
     def forget_bind_groups(self):
+        for group in self._bind_groups.values():
+            _lib.wgpuBindGroupRelease(group)
         self._bind_groups.clear()
 
     def _bind_group(self, pipeline_handle, buffer_handles):
-        entries = [{"binding": 0, "resource": {"buffer": self._arena, "offset": 0, "size": PARAMS_BYTES}}]
-        entries += [
-            {"binding": i, "resource": self._buffers[h]}  # a bare buffer binds its whole size
-            for i, h in enumerate(buffer_handles, start=1)
-        ]
-        return self._device.create_bind_group(layout=self._layout_of[pipeline_handle], entries=entries)
+        """A bind group of the arena's first block and the buffers, each whole, made through wgpu-native's
+        C function: wgpu-py's create_bind_group spent ~60 us of Python on each (its structs checked
+        field by field), 10 ms of an eager GPT step that made 160 (bench/NOTES.md). The driver keeps
+        the raw handle and releases it when the runtime drops the group."""
+        entries = _ffi.new("WGPUBindGroupEntry[]", 1 + len(buffer_handles))   # zeroed: offsets 0, no label
+        entries[0].buffer, entries[0].size = self._arena._internal, PARAMS_BYTES
+        for i, handle in enumerate(buffer_handles, start=1):
+            buffer, entry = self._buffers[handle], entries[i]
+            entry.binding, entry.buffer, entry.size = i, buffer._internal, buffer.size
+        descriptor = _ffi.new("WGPUBindGroupDescriptor *")
+        descriptor.layout = self._layout_of[pipeline_handle]._internal
+        descriptor.entryCount, descriptor.entries = len(entries), entries
+        return _checked.wgpuDeviceCreateBindGroup(self._device._internal, descriptor)
 
     @_on_device
     def submit(self, params, new_bind_groups, dispatches, timed=False):
@@ -235,7 +244,7 @@ class NativeDriver:
                 set_pipeline(pass_ptr, pipelines[pipeline_handle]._internal)
                 current = pipeline_handle
             offset[0] = params_offset
-            set_bind_group(pass_ptr, 0, bind_groups[group]._internal, 1, offset)
+            set_bind_group(pass_ptr, 0, bind_groups[group], 1, offset)
             dispatch(pass_ptr, x, y, z)
 
     @_on_device
