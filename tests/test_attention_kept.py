@@ -60,27 +60,15 @@ def test_sdpa_kept_weights_layouts(kept, monkeypatch):
     backend = wg.get_backend("webgpu")
     keys = attention_kernels.KEPT_MIN_KEYS
     monkeypatch.setattr(backend, "is_software", True)   # (this adapter may be either)
-    backend.runtime.start_recording()
-    try:
-        assert not backend.attention_keeps_weights(1, 16, keys), "a software adapter keeps the fused kernels"
-    finally:
-        backend.runtime.stop_recording()
+    assert not backend.attention_keeps_weights(1, 16, keys), "a software adapter keeps the fused kernels"
     monkeypatch.setattr(backend, "is_software", False)
     rows = min(attention_kernels.KEPT_WEIGHTS_BYTES, backend.runtime.max_tensor_bytes) // (4 * keys)
-    assert not backend.attention_keeps_weights(1, 16, keys), "eagerly"
-    monkeypatch.setattr(backend.runtime, "jit_warming_up", True)
-    assert backend.attention_keeps_weights(1, 16, keys), "in wg.jit's warm-up (the tuner times its products)"
-    monkeypatch.setattr(backend.runtime, "jit_warming_up", False)
-    backend.runtime.start_recording()
-    try:
-        assert backend.attention_keeps_weights(1, rows, keys) and backend.attention_keeps_weights(rows, 1, keys)
-        assert not backend.attention_keeps_weights(1, rows + 1, keys), "past the budget"
-        assert not backend.attention_keeps_weights(1, 16, keys - 1), "under the shortest"
-        longest = attention_kernels.KEPT_MAX_KEYS
-        assert backend.attention_keeps_weights(1, 1, longest), "the longest rows held in registers"
-        assert not backend.attention_keeps_weights(1, 1, longest + 1), "past the longest"
-    finally:
-        backend.runtime.stop_recording()
+    assert backend.attention_keeps_weights(1, rows, keys) and backend.attention_keeps_weights(rows, 1, keys)
+    assert not backend.attention_keeps_weights(1, rows + 1, keys), "past the budget"
+    assert not backend.attention_keeps_weights(1, 16, keys - 1), "under the shortest"
+    longest = attention_kernels.KEPT_MAX_KEYS
+    assert backend.attention_keeps_weights(1, 1, longest), "the longest rows held in registers"
+    assert not backend.attention_keeps_weights(1, 1, longest + 1), "past the longest"
 
 
 def test_sdpa_kept_weights_dispatches(kept, monkeypatch):

@@ -126,12 +126,7 @@ class jit:
         calls = self._calls.get(signature, 0)
         self._calls[signature] = calls + 1
         if calls < WARMUP_CALLS:
-            runtime = get_backend("webgpu").runtime
-            runtime.jit_warming_up = True
-            try:
-                return self.fn(*args, **kwargs)
-            finally:
-                runtime.jit_warming_up = False
+            return self.fn(*args, **kwargs)
         return self._record(signature, args, kwargs, tensors)
 
     def _record(self, signature, args, kwargs, tensors):

@@ -136,7 +136,6 @@ class Runtime:
         self._queue = []                   # (pipeline, bind group id, params offset, grid)
         self._params = bytearray()
         self._recording = None
-        self.jit_warming_up = False   # wg.jit's eager calls before it records (capture.py)
         self._gpu_idle = True              # nothing submitted since a read waited for all the work
         self.adopted = None                # {handle: None} while fusion.orphans() looks for a recording's orphans
         self._layout_of = {}               # pipeline -> its bindings: kernels of one layout share bind groups
@@ -345,10 +344,6 @@ class Runtime:
     @property
     def is_recording(self):
         return self._recording is not None
-
-    @property
-    def under_jit(self):   # recording, or warming up for it (so the warm-up tunes what the recording takes)
-        return self._recording is not None or self.jit_warming_up
 
     def start_recording(self):
         if self._recording is not None:

@@ -56,11 +56,11 @@ SOFTWARE_DELTA_LANES = 1
 # GPU, (8, 8, 1024, 64) 3.03 against 3.52; bench/NOTES.md). Past the budget (long sequences) the fused
 # kernels keep memory linear in L. Under KEPT_MIN_KEYS keys the fused kernels stay: launch-bound
 # there, their four dispatches were as fast as the kept path's eight ((32, 4, 64, 32): 0.078 against
-# 0.088 ms; 128 keys not measured). Software adapters (the page) keep the fused kernels. Only under
-# wg.jit (its warm-up too, so that the tuner times the products the recording takes): eagerly each call
-# allocates its (L, S) weights afresh and its dq, dk and dv pass through copies that a replay fuses
-# away (the GPT large config eagerly went 0.736 -> 0.633 of PyTorch eager with the kept path on every
-# call).
+# 0.088 ms; 128 keys not measured). Software adapters (the page) keep the fused kernels. Eagerly too:
+# each call's weights come from the buffer pool and its dq, dk and dv pass through copies that a replay
+# fuses away, yet the GPT large config's eager step ran 0.845 of PyTorch eager so against 0.760 with the
+# fused kernels (once the native driver made its bind groups through wgpu-native's C call; before, the
+# kept path's ~160 new bind groups a step cost 9 ms of host and the two tied, bench/NOTES.md).
 KEPT_WEIGHTS_BYTES = 256 << 20
 KEPT_MIN_KEYS = 256
 # The weights entries hold a row in registers: WEIGHTS_LANES threads a query holding WEIGHTS_REGS keys
@@ -175,8 +175,7 @@ class AttentionKernels:
     def attention_keeps_weights(self, batch, queries, keys):
         """Whether attention over `batch` (queries, keys) matrices keeps its weights (KEPT_WEIGHTS_BYTES)."""
         budget = min(KEPT_WEIGHTS_BYTES, self.runtime.max_tensor_bytes)
-        return (not self.is_software and self.runtime.under_jit and KEPT_MIN_KEYS <= keys <= KEPT_MAX_KEYS
-                and 4 * batch * queries * keys <= budget)
+        return not self.is_software and KEPT_MIN_KEYS <= keys <= KEPT_MAX_KEYS and 4 * batch * queries * keys <= budget
 
     def attention_softmax(self, scores, mask, causal, scale):
         """In place, the raw products scores = q k^T (a contiguous (*B, L, S) View) become the weights
