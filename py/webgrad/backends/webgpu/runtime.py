@@ -31,6 +31,7 @@ decides nothing; GPU objects stay on its side, named by the integer handles and 
     sync()                                             wait for the submitted work
 """
 import functools
+import heapq
 import struct
 from collections import defaultdict
 
@@ -128,7 +129,11 @@ class Runtime:
         self.limits = driver.limits
         self.features = frozenset(getattr(driver, "features", ()))
         self._pipelines = {}
-        self._free = defaultdict(list)     # size class -> buffer handles ready for reuse
+        # size class -> buffer handles ready for reuse, a heap: the lowest goes first, so a loop that
+        # frees and asks for the same sizes each step gets the same buffers each step, and its
+        # dispatches find their bind groups made (handed out last-freed-first, the buffers rotated
+        # and an eager GPT step made ~160 new groups)
+        self._free = defaultdict(list)
         self._asked = {}                   # size class -> when it was last allocated (the count of allocs then)
         self._allocs = 0
         self._released = []                # freed since the last submit: queued work may still use them
@@ -174,7 +179,7 @@ class Runtime:
         if not free and self._released_bytes >= RELEASED_SUBMIT_BYTES:
             self.flush()
         if free:
-            handle = free.pop()
+            handle = heapq.heappop(free)
             self.pool_bytes -= size
         else:
             handle = self.driver.create_buffer(size)
@@ -315,7 +320,7 @@ class Runtime:
         # taken before pooling, so an interrupt (the page's Stop) in the loop cannot pool one twice
         released, self._released, self._released_bytes = self._released, [], 0
         for size, handle in released:
-            self._free[size].append(handle)
+            heapq.heappush(self._free[size], handle)
             self.pool_bytes += size
         if self.pool_bytes > self.pool_cap():
             self._trim_pool()
@@ -330,8 +335,9 @@ class Runtime:
         cap = self.pool_cap()
         for size in sorted(self._free, key=lambda s: self._asked.get(s, 0)):
             handles = self._free[size]
+            handles.sort()   # (still a heap) the highest go, the ones alloc would take last
             while handles and self.pool_bytes > cap:
-                self._destroy(handles.pop(0))
+                self._destroy(handles.pop())
                 self.pool_bytes -= size
             if self.pool_bytes <= cap:
                 return
