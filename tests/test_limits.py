@@ -269,3 +269,24 @@ def test_too_large_under_a_lowered_limit(runtime, counted, monkeypatch):
         _too_large(shape, fn, counted, runtime)
     monkeypatch.undo()
     np.testing.assert_allclose((x @ x + y).numpy(), a @ a + b, rtol=1e-4, atol=1e-4, err_msg=tag("after the errors"))
+
+
+def test_sizes_past_32_bits_raise_plainly(runtime, counted):
+    """Shapes of more than 2**32 elements: a result raises the too-large error (not a packing error from
+    a kernel's 32-bit words), and work over a view that big (a reduction of an expanded row) says
+    that WebGPU kernels count in 32 bits; no GPU call either way."""
+    rows = int(rng().integers(70_000, 100_000))
+    row = gpu(randn(1, rows))
+    column = gpu(randn(rows, 1))
+    runtime.flush()
+    counted.calls = 0
+    for fn in (lambda: wg.zeros((rows, rows), device=GPU), lambda: column + row, lambda: column @ row):
+        _too_large(f"shape ({rows}, {rows})", fn, counted, runtime)
+    before = runtime.memory_stats()["live_bytes"]
+    with pytest.raises(RuntimeError, match="does not fit 32 bits") as info:
+        row.expand(rows, rows).sum()
+    assert "cpu device" in str(info.value), tag(str(info.value))
+    del info   # (its traceback holds the frames' buffers)
+    runtime.flush()
+    assert runtime.memory_stats()["live_bytes"] == before, tag("a buffer leaked")
+    np.testing.assert_allclose(row.sum().item(), row.numpy().sum(dtype=np.float64), rtol=1e-4, err_msg=tag("after"))

@@ -43,6 +43,9 @@ from .words import word_aligned, word_window
 PARAMS_BYTES = 256   # one dispatch's parameter block (256 is also the largest legal offset alignment)
 PARAMS_WORDS = PARAMS_BYTES // 4
 TOO_MANY_WORDS = f"webgpu: kernel parameters exceed {PARAMS_WORDS} words (too many dimensions?)"
+PAST_32_BITS = ("webgpu: a kernel parameter does not fit 32 bits (a tensor or view of more than 4,294,967,295 "
+                "elements?): WebGPU kernels count and index in 32 bits; split the work into smaller tensors or "
+                "use the cpu device")
 ARENA_MIN_BYTES = 64 << 10   # 256 dispatches' parameters: eager work (MAX_QUEUED) never grows it
 # Raised from the WebGPU defaults to what the adapter offers; nothing else is requested.
 RAISED_LIMITS = ("max_storage_buffer_binding_size", "max_buffer_size", "max_storage_buffers_per_shader_stage",
@@ -158,9 +161,8 @@ class Runtime:
         self.index_errors = IndexErrors(self.alloc(RECORD.size), driver)   # kernels that check indices bind it
 
     # ---- buffers ----
-    def alloc(self, nbytes, what=None):
-        """A buffer of at least nbytes. Larger than a kernel can bind raises here, before any GPU
-        call; what() names the tensor in that error."""
+    def check_fits(self, nbytes, what=None):
+        """Raises if a buffer of nbytes is larger than a kernel can bind; what() names the tensor."""
         limit = self.max_tensor_bytes
         if nbytes > limit:
             tensor = what() if what else f"a tensor of {nbytes} bytes"
@@ -170,6 +172,12 @@ class Runtime:
                 f"(maxStorageBufferBindingSize {self.limits['max_storage_buffer_binding_size']}, "
                 f"maxBufferSize {self.limits['max_buffer_size']}); split it into smaller tensors or "
                 f"use the cpu device")
+
+    def alloc(self, nbytes, what=None):
+        """A buffer of at least nbytes. Larger than a kernel can bind raises here (check_fits), before
+        any GPU call; what() names the tensor in that error."""
+        self.check_fits(nbytes, what)
+        limit = self.max_tensor_bytes
         size = size_class(nbytes)
         if size > limit:
             size = (nbytes + 255) & ~255
@@ -261,7 +269,10 @@ class Runtime:
         if type(words) is not bytes:   # (map's kernels pack their blocks whole: kernels/map.py)
             if len(words) > PARAMS_WORDS:
                 raise RuntimeError(TOO_MANY_WORDS)
-            words = _BLOCKS[len(words)].pack(*words)
+            try:
+                words = _BLOCKS[len(words)].pack(*words)
+            except struct.error:
+                raise RuntimeError(PAST_32_BITS) from None
         offset = len(self._params)
         if offset + PARAMS_BYTES > self._arena_bytes:
             self._grow_arena(PARAMS_BYTES)

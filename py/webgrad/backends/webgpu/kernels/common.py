@@ -106,8 +106,12 @@ def check_float16(dtype, runtime):
 
 def buffer_request(shape, dtype, runtime):
     """runtime.alloc's arguments for a tensor of this shape and dtype: its bytes, and its name for
-    a too-large error."""
+    a too-large error, raised here already (before a kernel packs sizes past 32 bits into its words)."""
     check_gpu_dtype(dtype, "tensors of", float16=True)
     check_float16(dtype, runtime)
     nbytes = max(4, math.ceil(math.prod(shape) * dtype.gpu_itemsize / 4) * 4)
-    return nbytes, lambda: f"a {dtype.name} tensor of shape {tuple(shape)}"
+
+    def what():
+        return f"a {dtype.name} tensor of shape {tuple(shape)}"
+    runtime.check_fits(nbytes, what)
+    return nbytes, what

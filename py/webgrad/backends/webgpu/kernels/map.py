@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from .... import dtypes
 from ...base import View, contiguous_strides
-from ..runtime import PARAMS_BYTES, PARAMS_WORDS, TOO_MANY_WORDS
+from ..runtime import PARAMS_BYTES, PARAMS_WORDS, PAST_32_BITS, TOO_MANY_WORDS
 from .common import buffer_request, check_gpu_dtype, fill, groups, load, word
 from .params import ParamBlock, u32
 
@@ -36,7 +36,11 @@ def block_packer(head, tail_words):
     words = len(head) + tail_words
     if words > PARAMS_WORDS:
         raise RuntimeError(TOO_MANY_WORDS)
-    return struct.pack(f"<{len(head)}I", *head), struct.Struct(f"<{tail_words}I{PARAMS_BYTES - 4 * words}x")
+    try:
+        packed = struct.pack(f"<{len(head)}I", *head)
+    except struct.error:
+        raise RuntimeError(PAST_32_BITS) from None
+    return packed, struct.Struct(f"<{tail_words}I{PARAMS_BYTES - 4 * words}x")
 
 
 class MapSpec(NamedTuple):
