@@ -1,5 +1,6 @@
 """webgrad: PyTorch-style tensors and autograd on WebGPU, natively and in the browser."""
 from ._tensor import Size, Tensor  # first: the ops modules import Tensor from it
+from ._tensor_str import set_printoptions
 from . import dtypes
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .backends import default_device, get_backend

@@ -9,6 +9,7 @@ import math
 import weakref
 
 from . import autograd as _autograd, dtypes
+from ._tensor_str import tensor_repr
 from .autograd_engine import backward as _backward, register_hook as _register_hook
 from .backends import get_backend, resolve_device
 from .backends.base import View, contiguous_strides
@@ -208,10 +209,8 @@ class Tensor:
     def __iter__(self):
         return (self[i] for i in range(len(self)))
 
-    def __repr__(self):
-        grad = ", requires_grad=True" if self.requires_grad else ""
-        dtype = "" if self.dtype is dtypes.float32 else f", dtype={self.dtype!r}"
-        return f"tensor({_format(self.tolist())}, device='{self.device}'{dtype}{grad})"
+    def __repr__(self):   # (str and print too)
+        return tensor_repr(self)
 
     # ---- devices and dtypes ----
     def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=None):
@@ -372,12 +371,6 @@ def _wrap_dim(dim, ndim):
         raise IndexError(f"dimension out of range (expected to be in range of [{-max(ndim, 1)}, "
                          f"{max(ndim, 1) - 1}], but got {dim})")
     return wrapped
-
-
-def _format(value):
-    if isinstance(value, list):
-        return "[" + ", ".join(_format(v) for v in value) + "]"
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
 def _nest(flat, shape):
