@@ -132,6 +132,44 @@ def test_run_marks_the_error_line_and_reads_the_network_back(page, open_playgrou
         assert box["x"] >= 0 and box["x"] + box["width"] <= width, json.dumps({"viewport": width, "panel": box})
 
 
+# A code panel's line numbers and lines as drawn: [[number, top], ...] and [top, ...] (CSS pixels,
+# from the page's top); the gutter's hidden element that sizes its width is left out.
+LINE_TOPS = """(id) => {
+  const root = document.getElementById(id).shadowRoot;
+  const top = (e) => e.getBoundingClientRect().top + scrollY;
+  const numbers = [...root.querySelectorAll('.cm-lineNumbers .cm-gutterElement')].filter((e) => e.style.visibility !== 'hidden');
+  return [numbers.map((e) => [Number(e.textContent), top(e)]), [...root.querySelectorAll('.cm-content .cm-line')].map(top)];
+}"""
+
+
+def assert_numbers_beside_lines(page, panel):
+    numbers, lines = page.evaluate(LINE_TOPS, panel)
+    assert len(lines) >= 20 and [n for n, _ in numbers] == list(range(1, len(lines) + 1)), (numbers, lines)
+    misplaced = [(n, round(y - lines[n - 1], 1)) for n, y in numbers if abs(y - lines[n - 1]) > 1]
+    assert not misplaced, f"{panel}: line numbers off their lines by (number, pixels): {misplaced}"
+
+
+def test_line_numbers_sit_beside_their_lines_from_the_first_load(page, site_url):
+    """Tracebacks name lines by number, so the gutter must number the lines drawn, before the page is
+    scrolled or the editor clicked: the toy's panel (below the fold at both widths), and the language
+    model's, whose script comes into its tab once Python is ready, and after the tab is shown again."""
+    for width, height in ((1440, 900), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        open_page(page, site_url)
+        page.wait_for_timeout(500)
+        assert page.evaluate("document.getElementById('code').getBoundingClientRect().top > innerHeight")
+        assert_numbers_beside_lines(page, "code")
+    page.click("[data-testid=tab-lm]")
+    wait_for(page, "/Ready|rror/.test(document.querySelector('[data-testid=lm-status]').textContent)", 120)
+    page.wait_for_timeout(500)
+    assert_numbers_beside_lines(page, "lm-code")
+    page.click("[data-testid=tab-playground]")
+    page.click("[data-testid=tab-lm]")
+    page.wait_for_timeout(500)
+    assert_numbers_beside_lines(page, "lm-code")
+    assert page.evaluate("scrollY") == 0
+
+
 def test_the_language_model_panel_asks_too_and_marks_its_errors(page, open_playground):
     open_playground("#view=lm")
     wait_for(page, "/Ready|rror/.test(document.querySelector('[data-testid=lm-status]').textContent)", 90)

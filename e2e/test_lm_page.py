@@ -41,6 +41,25 @@ def wait_for_status(page, pattern, timeout_s):
     wait_for_text(page, "lm-status", pattern, timeout_s, SEED)
 
 
+def refused(page, own):
+    """Uses own as the user's text, which makes no model: the status's plain message (no exception's
+    name), once the controls are back."""
+    page.fill("[data-testid=lm-text]", own)
+    page.click("[data-testid=lm-use-text]")
+    wait_for(page, "document.querySelector('[data-testid=lm-status]').classList.contains('error')", 30)
+    said = status(page)
+    assert "Error" not in said and "Refused" not in said, said
+    return said
+
+
+def controls(page):
+    """Which of the view's buttons are enabled, and the prompt, the size, the validation loss and the
+    model's account: what a text that makes no model must leave as it was."""
+    buttons = {b: page.is_enabled(f"[data-testid=lm-{b}]") for b in ("train", "generate", "download", "run-code")}
+    return (buttons, page.input_value("[data-testid=lm-prompt]"), page.input_value("[data-testid=lm-size]"),
+            text(page, "lm-val-loss"), page.text_content("#lm-about"), code_text(page, "lm-code"))
+
+
 def sample(page):
     """The sample shown: (its prompt, what the model wrote after it)."""
     prompt = page.text_content("[data-testid=lm-sample] b")
@@ -174,7 +193,7 @@ def test_a_file_that_holds_no_model_is_refused(trained, tmp_path):
     page.set_input_files("[data-testid=lm-upload]", str(corrupt))
     wait_for(page, "(t => t.includes('corrupt.pt') && !t.startsWith('Loading'))"
                    "(document.querySelector('[data-testid=lm-status]').textContent)", 30)
-    assert "corrupt.pt: not a PyTorch checkpoint" in status(page)
+    assert status(page).startswith("corrupt.pt: not a PyTorch checkpoint")   # the user's mistake, in plain words
     assert "error" in page.get_attribute("[data-testid=lm-status]", "class")
 
     bare = tmp_path / "bare.pt"   # a state_dict alone, as torch.save(model.state_dict()) writes it
@@ -182,7 +201,7 @@ def test_a_file_that_holds_no_model_is_refused(trained, tmp_path):
     page.set_input_files("[data-testid=lm-upload]", str(bare))
     wait_for(page, "(t => t.includes('bare.pt') && !t.startsWith('Loading'))"
                    "(document.querySelector('[data-testid=lm-status]').textContent)", 30)
-    assert "bare.pt: not a GPT checkpoint" in status(page) and "it holds 1.weight, 1.bias" in status(page)
+    assert status(page).startswith("bare.pt: not a GPT checkpoint") and "it holds 1.weight, 1.bias" in status(page)
     assert text(page, "lm-val-loss") == before, "a bad file must leave the model as it was"
     assert page.is_enabled("[data-testid=lm-train]")
 
@@ -194,10 +213,16 @@ def test_your_own_text_trains_a_model_of_its_characters(trained):
     assert "Use this text" in status(page) and page.is_visible("[data-testid=lm-text]")
     assert page.input_value("[data-testid=lm-prompt]") == ""
 
-    page.fill("[data-testid=lm-text]", "to be or not\n" * 10)
-    page.click("[data-testid=lm-use-text]")
-    wait_for_status(page, "rror", 30)
-    assert "too short: 130 characters" in status(page)
+    for blank in ("", " \n\t "):   # nothing to use: the button says so
+        page.fill("[data-testid=lm-text]", blank)
+        assert page.is_disabled("[data-testid=lm-use-text]")
+        assert "Paste a text" in page.get_attribute("[data-testid=lm-use-text]", "title")
+
+    names_model = controls(page)   # the names' model stays, with the controls as they were
+    assert refused(page, "a").startswith("The text is too short: 1 character; this model needs at least 180")
+    assert controls(page) == names_model
+    assert "too short: 130 characters" in refused(page, "to be or not\n" * 10)
+    assert controls(page) == names_model
 
     own = "It was the best of times, it was the worst of times.\n" * 40
     page.fill("[data-testid=lm-text]", own)
@@ -205,7 +230,15 @@ def test_your_own_text_trains_a_model_of_its_characters(trained):
     wait_for_status(page, "Ready", 60)
     assert page.input_value("[data-testid=lm-prompt]") == "It was the b"   # the text's start, to continue
     assert 'load_text("input.txt")' in code_text(page, "lm-code")
-    assert f"{len(own):,} characters, {len(set(own))} different ones" in page.text_content("#lm-about")
+    about = f"{len(own):,} characters, {len(set(own))} different ones"
+    assert about in page.text_content("#lm-about")
     prompt, written = sample(page)
     assert prompt == "It was the b" and set(written) <= set(own)
     assert "corpus=custom" in page.url
+
+    own_model = controls(page)   # a text too short now keeps this one's model, and its text for the next
+    assert "too short: 130 characters" in refused(page, "to be or not\n" * 10)
+    assert controls(page) == own_model and "prompt=It+was+the+b" in page.url
+    page.click("[data-testid=lm-reset]")
+    wait_for_status(page, "Ready", 60)
+    assert about in page.text_content("#lm-about"), "a fresh model of the text that made one"

@@ -60,9 +60,10 @@ def draw(page, strokes):
 
 def probabilities(page):
     """The pad's digit: (predicted digit shown, its 10 probabilities, the 28x28 image the model saw)."""
-    wait_for(page, "document.querySelector('[data-testid=prediction]').textContent !== '–'", 20)
+    guessed = "/^\\d$/.test(document.querySelector('[data-testid=prediction]').textContent)"   # not the hint
+    wait_for(page, guessed, 20)
     page.wait_for_timeout(300)   # a prediction of a stroke's later part may be on its way
-    wait_for(page, "document.querySelector('[data-testid=prediction]').textContent !== '–'", 20)
+    wait_for(page, guessed, 20)
     probs = [float(v) for v in page.eval_on_selector_all("[data-testid=probabilities] [data-p]",
                                                         "rows => rows.map(r => r.dataset.p)")]
     seen = page.eval_on_selector("[data-testid=model-input]", "c => Array.from(c.getContext('2d')"

@@ -131,6 +131,30 @@ def test_edited_code_runs_and_prints(page, open_playground):
     assert "Error" not in text(page, "status")
 
 
+def test_input_says_it_cannot_read_and_a_last_partial_line_shows_with_its_run(page, open_playground):
+    """No keyboard reaches Python in the page: input() raises an error that names it (not Pyodide's
+    I/O error from a prompt() that workers lack), and a run's last line printed without a newline
+    shows with that run, not at the start of the next one's output."""
+    console_errors = []
+    page.on("console", lambda m: m.type == "error" and console_errors.append(m.text))
+    open_playground()
+    page.fill("[data-testid=code]", "print('first line')\nprint('no newline', end='')\n")
+    page.click("[data-testid=run-code]")
+    wait_for(page, "document.querySelector('[data-testid=output]').textContent.includes('no newline')", 20)
+    out = text(page, "output")
+    assert out.startswith("first line\n") and out.endswith("\nno newline\n"), out   # between them: Play's note
+
+    page.fill("[data-testid=code]", "import sys\nprint('stdin holds', repr(sys.stdin.read()))\nname = input('name? ')\n")
+    page.click("[data-testid=run-code]")
+    wait_for(page, "document.querySelector('[data-testid=output]').textContent.includes('Traceback')", 20)
+    out = text(page, "output")
+    assert out.startswith("stdin holds ''\n"), out
+    assert 'File "train.py", line 3' in out and "EOFError: input() cannot read in this page" in out, out
+    assert "no newline" not in out and "name?" not in out, out
+    assert text(page, "status").startswith("Your script raised an error"), text(page, "status")
+    assert not console_errors, console_errors
+
+
 def test_pytorch_code_runs_as_written(page, open_playground):
     """`import torch` in a code panel gives webgrad (the worker installs webgrad.torch_alias),
     torch.profiler included: the page's driver times the dispatches with GPU timestamps where the

@@ -103,3 +103,56 @@ def test_spirals_learn_at_their_preset(page, open_playground, screenshot):
     play_until(page, "Number(document.querySelector('[data-testid=accuracy]').textContent) >= 0.95", 90)
     assert steps(page) <= 1500, f"spirals took {steps(page)} steps to reach 0.95 at the preset"
     screenshot("spirals-preset.png")
+
+
+def test_training_that_diverges_stops_and_says_why(page, open_playground, screenshot):
+    """A learning rate and regularization far too large for SGD: the loss leaves the numbers within a
+    few steps. Play stops there and says what to change; the readouts, the plot and the loss chart
+    keep the last frame whose loss was a number, rather than NaN and a black plot."""
+    open_playground("#dataset=plane&lr=1&optimizer=sgd&l2=0.1&l1=0.1")
+    assert page.text_content("#score-label") == "Test R² (untrained)"
+    page.click("[data-testid=train]")
+    wait_for(page, "document.querySelector('[data-testid=status]').textContent.startsWith('Training diverged')", 60)
+    assert text(page, "status").endswith("lower the learning rate or the regularization, then press Reset"), text(page, "status")
+    page.wait_for_selector("[data-testid=train]", state="visible", timeout=10_000)   # Play is off
+    stopped_at = steps(page)
+    page.wait_for_timeout(1000)
+    assert steps(page) == stopped_at, "training went on after the loss became NaN"
+    assert text(page, "status").startswith("Training diverged at step "), text(page, "status")
+    for testid in ("accuracy", "test-loss", "loss"):
+        assert text(page, testid) not in ("NaN", "Infinity", "-Infinity"), (testid, text(page, testid))
+        number(page, testid)
+    assert all(c != [0, 0, 0] for c in corners(page)), corners(page)
+    assert page.evaluate("document.querySelectorAll('#chart .u-axis').length") == 2, "the loss chart keeps its axes"
+    screenshot("diverged-1440.png")
+
+    page.click("[data-testid=reset]")
+    wait_for(page, "document.querySelector('[data-testid=status]').textContent.startsWith('Ready')", 30)
+    assert steps(page) == 0 and page.text_content("#score-label") == "Test R² (untrained)"
+
+
+def test_a_typed_seed_or_network_that_will_not_do_is_refused_and_says_what_will(page, open_playground):
+    open_playground("#dataset=xor&seed=42")
+    shape = page.text_content("#shape")
+    for typed in ("-5", "123456", "1e3", ""):
+        page.fill("#seed", typed)
+        page.press("#seed", "Tab")   # a field changes when it is committed
+        wait_for(page, "document.querySelector('[data-testid=seed-note]').textContent !== ''", 5)
+        assert text(page, "seed-note") == f"“{typed}” will not do: a whole number from 0 to 99999. Still 42."
+        assert page.input_value("#seed") == "42" and "seed=42" in page.url and "wg.manual_seed(42)" in code_text(page)
+        assert page.is_visible("[data-testid=seed-note]")
+    page.fill("#seed", "7")
+    page.press("#seed", "Tab")
+    wait_for(page, "location.hash.includes('seed=7')", 5)
+    assert text(page, "seed-note") == "" and page.is_hidden("[data-testid=seed-note]")
+
+    page.fill("#hidden", "abc")
+    page.press("#hidden", "Enter")
+    wait_for(page, "document.querySelector('[data-testid=hidden-note]').textContent !== ''", 5)
+    assert text(page, "hidden-note").startswith("“abc” will not do: the network keeps 8, 8 until this is a list such as 8, 8")
+    assert page.is_visible("[data-testid=hidden-note]") and "invalid" in page.get_attribute("#hidden", "class")
+    assert page.text_content("#shape") == shape
+    page.fill("#hidden", "4")
+    page.press("#hidden", "Enter")
+    wait_for(page, "document.querySelector('#shape').textContent === '2 → 4 → 2 units'", 20)
+    assert text(page, "hidden-note") == "" and "invalid" not in page.get_attribute("#hidden", "class")

@@ -88,6 +88,39 @@ def test_stop_interrupts_an_endless_script_and_training(page, open_playground, s
     trains(page)
 
 
+def test_a_tab_opened_while_a_script_runs_waits_for_it_and_stop_still_interrupts(page, open_playground):
+    """The MNIST tab, opened for the first time while the toy's script loops, queues its start behind
+    the script and says so; Stop then interrupts the script as it would have without the visit,
+    rather than restarting Python (and losing every model) after its second of grace."""
+    open_playground("#dataset=xor")
+    run_for_a_while(page, ENDLESS)
+    page.click("[data-testid=tab-mnist]")
+    page.wait_for_timeout(500)
+    assert status(page, "mnist-") == "Waiting for your running script: press Stop to end it", status(page, "mnist-")
+    page.click("[data-testid=tab-playground]")
+    assert stop(page) < 2
+    page.wait_for_timeout(1500)     # past Stop's grace: a restart would have said so by now
+    assert re.match(r"Stopped: Python was interrupted at line [12] of your script", status(page)), status(page)
+    trains(page)                    # the model drawn before the script is still there
+    page.click("[data-testid=pause]")
+    # the MNIST start was queued before the Stop, so it was dropped with the script: the tab says how to go on
+    page.click("[data-testid=tab-mnist]")
+    assert status(page, "mnist-") == "Stopped before the model was ready: press Reset to make one", status(page, "mnist-")
+    page.click("[data-testid=mnist-reset]")
+    wait_for(page, "document.querySelector('[data-testid=mnist-status]').textContent.startsWith('Ready')", 120)
+
+
+def test_a_script_raising_keyboardinterrupt_itself_leaves_the_page_working(page, open_playground):
+    """A KeyboardInterrupt that no Stop sent (the script raised it) ends the script, and the worker
+    goes on hearing the page: it waits for a Stop's message only after a Stop's interrupt."""
+    open_playground("#dataset=xor")
+    run(page, "print('before')\nraise KeyboardInterrupt\n")
+    wait_for(page, f"{STATUS} !== 'Running your script…'", 30)
+    run(page, "print('the next run', 6 * 7)\n")
+    wait_for(page, "document.querySelector('[data-testid=output]').textContent.includes('the next run 42')", 30)
+    trains(page)
+
+
 def test_stop_restarts_python_that_no_interrupt_reaches(page, site_url, screenshot):
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(site_url + "#dataset=xor&hidden=5")

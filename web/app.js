@@ -9,7 +9,7 @@ import { CHOICES, configFrom, DEFAULTS, FEATURES, fromHash, parseFeatures, parse
 import { STEP_HINT, STEP_LABELS, stepFor } from './step_settings.js';
 import { timeChart } from './time_chart.js';
 import { drawNetwork, drawOutput, drawScale, lossChart, readFrame, readPoints } from './toy_plots.js';
-import { $, adapterName, printTo, PythonWorker, showToggle } from './ui.js';
+import { $, adapterName, printTo, PythonWorker, showStatus, showToggle } from './ui.js';
 
 // The URL hash holds the shown view's settings; "view=mnist" or "view=lm" marks another view's.
 const VIEWS = ['playground', 'mnist', 'lm'];
@@ -27,8 +27,12 @@ const RESTARTED = 'Stopped: Python did not stop within a second, so it is restar
 let points = null;           // toy_plots.readPoints's
 let lastFrame = null;        // toy_plots.readFrame's of the last frame
 let curves = [[], [], []];   // steps, training loss, test loss
+let diverged = null;         // the status line's words once the loss is no longer a number
 let setCurves = null;        // the loss chart's
 let toyTime = null;          // the "Where the time goes" panel (time_chart.js)
+let scriptView = null;       // the view whose code panel's script Python runs now (the worker's 'busy' says)
+let waitNote = null;         // the status line that the note of showWaiting covers: {id, text, className}
+const WAITING = 'Waiting for your running script: press Stop to end it';
 
 // ---- controls and URL
 
@@ -56,7 +60,7 @@ function setupControls() {
 function showControls() {
   for (const key of Object.keys(DEFAULTS)) $(key).value = config[key];
   $('hidden').value = config.hidden.split(',').join(', ');
-  $('hidden').classList.remove('invalid');
+  for (const key of ['hidden', 'seed']) showInvalid(key, null);
   for (const box of $('features').querySelectorAll('input')) box.checked = config.features.split(',').includes(box.value);
   for (const key of VIEW_ONLY) $(key).checked = config[key] === 1;
   const problem = problemOf(config.dataset);
@@ -76,6 +80,13 @@ function featureToggle(name, label) {
   toggle.dataset.testid = `feature-${name}`;
   toggle.append(box, label);
   return toggle;
+}
+
+// A typed value that will not do: its note (`${key}-note`) says what will, and the field is marked
+// while it still shows the value (marked false: it went back to the one in use). note null: clears both.
+function showInvalid(key, note, marked = true) {
+  $(key).classList.toggle('invalid', note !== null && marked);
+  $(`${key}-note`).textContent = note ?? '';
 }
 
 // Settings that change only what is drawn: no new script.
@@ -100,7 +111,8 @@ async function changed(key) {
   }
   if (key === 'hidden') {
     const widths = parseHidden(input.value);
-    input.classList.toggle('invalid', !widths);
+    showInvalid(key, widths ? null : `“${input.value.trim()}” will not do: the network keeps ${config.hidden.split(',').join(', ')}`
+                                     + ' until this is a list such as 8, 8 (up to 6 layers of 1 to 64 units).');
     if (!widths) return;
     next.hidden = widths.join(',');
   } else if (key === 'features') {
@@ -116,7 +128,13 @@ async function changed(key) {
   } else if (key === 'preset') {
     Object.assign(next, PRESETS[config.dataset].settings);
   } else {
-    next[key] = fromHash(toHash({ ...config, [key]: input.value }))[key];  // validates like a link would
+    const rejected = [];
+    next[key] = fromHash(toHash({ ...config, [key]: input.value }), rejected)[key];  // validates like a link would
+    if (rejected.length) {   // a typed seed: the one in use stays, and the note says what will do
+      showInvalid(key, `“${input.value}” will not do: ${rejected[0].allowed}. Still ${config[key]}.`, false);
+      input.value = config[key];
+      return;
+    }
     if (key === 'dataset') Object.assign(next, PRESETS[next.dataset].settings);
   }
   const label = input.closest('.field')?.querySelector('.label')?.textContent.replace(/:.*/, '') ?? key;
@@ -179,6 +197,10 @@ const pythonOutput = () => $(view === 'lm' ? 'lm-output' : 'output');
 
 const handlers = {
   status: ({ text }) => setStatus(restarted ? `${RESTARTED}: ${text}` : text),
+  busy({ script }) {
+    scriptView = script;
+    showWaiting();
+  },
   'no-webgpu': ({ reason }) => noWebGPU(reason),
   'device-lost': ({ reason }) => gpuLost(reason),
   ready({ adapter, isSoftware, loadMs }) {
@@ -200,17 +222,23 @@ const handlers = {
     lastFrame = null;
     curves = [[], [], []];
     toyTime.fresh();
+    diverged = null;
     drawScale($('scale'), points.regression);
-    $('score-label').textContent = points.regression ? 'Test R²' : 'Test accuracy';
     drawPlots();
   },
   frame({ data }) {
     const frame = readFrame(data);
     const { step, trainLoss, testLoss } = frame;
     $('step-count').textContent = String(step);
-    $('loss').textContent = trainLoss.toFixed(3);
-    $('test-loss').textContent = testLoss.toFixed(3);
-    $('accuracy').textContent = frame.score.toFixed(3);
+    if (!Number.isFinite(trainLoss) || !Number.isFinite(testLoss)) {
+      divergedAt(step, Number.isNaN(trainLoss) || Number.isNaN(testLoss) ? 'NaN' : 'infinite');
+      return;
+    }
+    // a fresh model's score is chance's, not a result
+    $('score-label').textContent = `${points.regression ? 'Test R²' : 'Test accuracy'}${step === 0 ? ' (untrained)' : ''}`;
+    $('loss').textContent = readout(trainLoss);
+    $('test-loss').textContent = readout(testLoss);
+    $('accuracy').textContent = readout(frame.score);
     if (curves[0].at(-1) !== step) {
       curves[0].push(step);
       curves[1].push(trainLoss);
@@ -223,7 +251,8 @@ const handlers = {
   state({ playing: now }) {
     playing = now;
     setBusy(false);
-    setStatus(now ? 'Training…' : 'Paused');
+    if (diverged) setStatus(diverged, 'error');
+    else setStatus(now ? 'Training…' : 'Paused');
   },
   // After each script the worker ran: fresh, its model is the one drawn; otherwise the last one stays.
   ran({ ok, run, fresh, playable: can }) {
@@ -259,6 +288,19 @@ const handlers = {
     setBusy(false);
   },
 };
+
+// A loss or score as its readout shows it: three decimals, or three digits where it has grown huge
+// (a run on its way to diverging), which would not fit.
+const readout = (value) => (Math.abs(value) < 1e4 ? value.toFixed(3) : value.toPrecision(3));
+
+// The loss is no longer a number: training stops, the readouts and plots keep the last frame that
+// was one (a model of NaN weights draws nothing worth seeing), and the status says what to change.
+function divergedAt(step, loss) {
+  if (playing) worker.postMessage({ type: 'pause' });
+  diverged = `Training diverged at step ${step} (the loss is ${loss}): lower the learning rate or the `
+    + 'regularization, then press Reset';
+  setStatus(diverged, 'error');
+}
 
 // The device is gone and every tensor with it: stop, say so, and offer the one way back.
 function gpuLost(reason) {
@@ -312,6 +354,20 @@ function showCorrections(corrections) {
 
 // ---- tabs
 
+// Python runs one task at a time: while a code panel's script runs (an endless loop, say), what
+// another view asks for waits for it, so the view shown says so, until the script ends and its
+// status line comes back (unless the view wrote another meanwhile).
+function showWaiting() {
+  if (waitNote && $(waitNote.id).textContent === WAITING) {
+    Object.assign($(waitNote.id), { textContent: waitNote.text, className: waitNote.className });
+  }
+  waitNote = null;
+  if (scriptView === null || scriptView === view) return;
+  const id = view === 'playground' ? 'status' : `${view}-status`;
+  waitNote = { id, text: $(id).textContent, className: $(id).className };
+  showStatus(id, WAITING);
+}
+
 function showView() {
   for (const v of VIEWS) {
     $(`view-${v}`).hidden = v !== view;
@@ -332,6 +388,7 @@ function switchTo(name) {
     if (ready) others[name].start();
     history.replaceState(null, '', others[name].hash());
   }
+  showWaiting();
 }
 
 // ---- start

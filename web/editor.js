@@ -70,6 +70,12 @@ export function codeEditor(host, { testid, label, filename, run, badge }) {
   });
   const text = () => view.state.doc.toString();
   const showEdited = () => { badge.hidden = text() === generated; };
+  // CodeMirror measures its lines only while it is in the window: an editor below the fold (or in a
+  // hidden tab) would space its line numbers at a guessed line height until scrolled to, and in a
+  // full-page screenshot or a print. A scroll target makes it measure wherever it is, and a snapshot
+  // of its own scroll position scrolls nothing else: one goes with each new text and each new layout
+  // (a tab shown, a new width), the times its lines' heights change.
+  new ResizeObserver(() => view.dispatch({ effects: view.scrollSnapshot() })).observe(host);
 
   return {
     get text() { return text(); },
@@ -77,7 +83,7 @@ export function codeEditor(host, { testid, label, filename, run, badge }) {
     // Puts the controls' script in the editor: not edited, no error marked.
     show(script) {
       generated = script;
-      view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: script } });
+      view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: script }, effects: view.scrollSnapshot() });
       view.dispatch(setDiagnostics(view.state, []));
       showEdited();
     },

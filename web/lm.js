@@ -13,6 +13,9 @@ import { $, printTo, saveFile, showAge, showBusy, showRunProgress, showStatus, s
          trainingStatus } from './ui.js';
 
 const MAX_TEXT = 20e6;   // characters of the user's own text
+// How lm_view's Refused starts an error's last line: what the user gave (a text, a file) made no model,
+// and its message is for them. Other errors are bugs, and keep their type.
+const REFUSED = /^lm_view\.Refused: /;
 
 // The view; post sends a message to the worker. Returns {handlers (for the worker's lm-* messages),
 // adapter(isSoftware) (once the worker knows it), start() (once the worker is ready), pause(), hash(),
@@ -30,6 +33,7 @@ export function lmView(send, initialHash) {
   let evaluatedAt = null;     // the step count the validation loss shown is from
   let info = null;            // the worker's account of the model: lm_view.Session.info
   let loaded = null;          // the model size of a weights file or a script that is none of SIZES, and {from}
+  let ownPrompt = null;       // the prompt from a text of the user's on its way: the prompt once it makes a model
   let curves = [[], [], [], []];  // steps, training loss, validation loss, the letter-frequency baseline
   let chart = null;
   let promptTimer = 0;
@@ -59,6 +63,7 @@ export function lmView(send, initialHash) {
   $('lm-download').onclick = () => post({ type: 'lm-save', corpus: settings.corpus });
   $('lm-upload').onchange = loadWeights;
   $('lm-text-file').onchange = readTextFile;
+  $('lm-text').addEventListener('input', showUseText);
   $('lm-use-text').onclick = useText;
   $('lm-run-code').onclick = runCode;
   const code = codeEditor($('lm-code'), { testid: 'lm-code', label: 'Python language-model script', filename: 'lm.py',
@@ -69,14 +74,29 @@ export function lmView(send, initialHash) {
   showOwnText();
   setBusy(true);
 
+  // The sizes, briefly (the whole shape is in the title and under the chart); a software GPU's note.
   function showSizes() {
     const options = Object.entries(SIZES).map(([name, c]) => {
-      const slow = isSoftware && !FAST_ON_SOFTWARE.includes(name) ? ' (slow on this GPU)' : '';
-      return new Option(`${name[0].toUpperCase()}${name.slice(1)}: ${sizeLabel(c)}${slow}`, name);
+      const slow = isSoftware && !FAST_ON_SOFTWARE.includes(name) ? ' (slow here)' : '';
+      return new Option(`${name[0].toUpperCase()}${name.slice(1)}: ${sizeLabel(c, true)}${slow}`, name);
     });
-    if (loaded) options.push(new Option(`From ${loaded.from}: ${sizeLabel(loaded)}`, 'loaded'));
+    if (loaded) options.push(new Option(`From ${loaded.from}: ${sizeLabel(loaded, true)}`, 'loaded'));
     $('lm-size').replaceChildren(...options);
     $('lm-size').value = loaded ? 'loaded' : settings.size;
+    const shape = loaded ?? SIZES[settings.size];   // none until the adapter is known
+    $('lm-size').title = shape ? sizeLabel(shape) : '';
+    showAdapterNote();
+  }
+
+  // On a software GPU the page says so, and warns when a size is slow there (MNIST's note does the same).
+  function showAdapterNote() {
+    const note = $('lm-adapter-note');
+    const slow = !loaded && !FAST_ON_SOFTWARE.includes(settings.size);
+    note.hidden = !isSoftware;
+    note.textContent = 'This browser offers only a software GPU (it computes on the CPU), so the Tiny and Small '
+      + 'models suit it. Medium and Large are far slower here: a Large model takes minutes to test on the '
+      + 'validation text and a minute or more for each training step.';
+    note.classList.toggle('warn', slow);
   }
 
   async function changed(key) {
@@ -95,6 +115,7 @@ export function lmView(send, initialHash) {
       showSizes();
     }
     if (key === 'corpus') {
+      ownPrompt = null;   // a text of the user's on its way is not this corpus's
       settings.prompt = PROMPTS[value];
       $('lm-prompt').value = settings.prompt;
       showOwnText();
@@ -121,7 +142,7 @@ export function lmView(send, initialHash) {
   // A fresh model from the controls (the user's own text waits for Use this text).
   function configure() {
     if (!started) return;
-    if (settings.corpus === 'custom' && !$('lm-own').dataset.used) {
+    if (settings.corpus === 'custom' && !$('lm-own').dataset.used && ownPrompt === null) {
       setStatus('Paste a text or choose a file, then press Use this text');
       return;
     }
@@ -147,36 +168,56 @@ export function lmView(send, initialHash) {
   async function readTextFile() {
     const file = await takeFile($('lm-text-file'));
     if (!file) return;
+    let text;
     try {
-      $('lm-text').value = new TextDecoder('utf-8', { fatal: true }).decode(file.data);
+      text = new TextDecoder('utf-8', { fatal: true }).decode(file.data);
     } catch {
       setStatus(`${file.name} is not UTF-8 text`, 'error');
       return;
     }
+    if (!text.trim()) {
+      setStatus(`${file.name} holds no text`, 'error');
+      return;
+    }
+    $('lm-text').value = text;
+    showUseText();
     useText();
   }
 
+  // Use this text wants some: a box empty or of spaces alone leaves it off, saying why.
+  function showUseText() {
+    const empty = !$('lm-text').value.trim();
+    $('lm-use-text').disabled = !started || empty;   // before start the worker cannot take it: it stays in the box
+    $('lm-use-text').title = empty ? 'Paste a text or choose a file first' : '';
+  }
+
+  // The text's model replaces the current one; a text that makes none (too short) changes nothing.
   function useText() {
-    if (!started) return;   // the worker cannot take it yet: it stays in the box
     const text = $('lm-text').value;
     if (text.length > MAX_TEXT) {
       setStatus(`That text has ${text.length.toLocaleString('en')} characters: at most ${MAX_TEXT.toLocaleString('en')} fit here`, 'error');
       return;
     }
-    $('lm-own').dataset.used = 'yes';
     // A new text, a new prompt to continue and to show the attention over: the text's start.
-    settings.prompt = text.trimStart().split('\n')[0].slice(0, 12);
-    $('lm-prompt').value = settings.prompt;
-    history.replaceState(null, '', lmToHash(settings));
+    ownPrompt = text.trimStart().split('\n')[0].slice(0, 12);
     post({ type: 'lm-text', text });
     configure();
+  }
+
+  // The model from the user's text is made: the text and its prompt are the page's now.
+  function adoptOwnText() {
+    $('lm-own').dataset.used = 'yes';
+    settings.prompt = ownPrompt;
+    $('lm-prompt').value = settings.prompt;
+    history.replaceState(null, '', lmToHash(settings));
+    ownPrompt = null;
   }
 
   // ---- samples and the prompt
 
   // A software GPU writes a shorter sample: each character is a forward pass of the model.
   function samplingMessage() {
-    return { prompt: settings.prompt, length: isSoftware ? 100 : 300, temperature: settings.temperature,
+    return { prompt: ownPrompt ?? settings.prompt, length: isSoftware ? 100 : 300, temperature: settings.temperature,
              topK: Number(settings.topk), every: Number(settings.every) };
   }
 
@@ -254,6 +295,7 @@ export function lmView(send, initialHash) {
 
   function showSession(next, why) {
     info = next;
+    if (ownPrompt !== null && why === 'configure') adoptOwnText();
     if (why !== 'configure') {   // a script or a file chose the model: say which size it is
       const size = Object.keys(SIZES).find((name) => sizeLabel(SIZES[name]) === sizeLabel(info.config));
       loaded = size ? null : { ...info.config, from: why === 'run' ? 'your script' : 'the file' };
@@ -264,7 +306,8 @@ export function lmView(send, initialHash) {
     if (why !== 'run') code.show(info.script);
     const n = (v) => v.toLocaleString('en');
     $('lm-about').textContent = `${n(info.characters)} characters, ${info.vocab.length} different ones: the model learns `
-      + `from the first ${n(info.train)} and is tested on the last ${n(info.val)}. It has ${n(info.params)} parameters.`;
+      + `from the first ${n(info.train)} and is tested on the last ${n(info.val)}. The model: ${sizeLabel(info.config)} `
+      + `(the characters it reads at once); ${n(info.params)} parameters.`;
     $('lm-baseline').textContent = info.baseline.toFixed(3);
     fresh(info.steps);
     promptOk();
@@ -329,9 +372,15 @@ export function lmView(send, initialHash) {
       code.markError(error);
       setStatus('Your script raised an error (see below)', 'error');
     },
+    'lm-testing'({ done, total }) {   // an evaluation's progress, unless a training run's status is shown
+      const batches = total ? `${done} of ${total} batches` : `${done} batches`;
+      if (!training) setStatus(`Testing the model on the validation text: ${batches}…`);
+      else if ($('lm-pause').disabled) setStatus(`Pausing: the model is tested (${batches}) and writes a sample first…`);
+    },
     'lm-error'({ text }) {
-      setBusy(!started);  // without a worker (no WebGPU) there is nothing to press
-      setStatus(text, 'error');
+      ownPrompt = null;   // a text of the user's that made no model leaves the prompt as it was
+      setBusy(!started || !info);  // without a worker (no WebGPU) or a model there is nothing to press
+      setStatus(text.replace(REFUSED, ''), 'error');
     },
     // After Stop; restarted: the worker was replaced, and start() makes a model again once it is ready.
     'lm-stopped'({ model, restarted, where }) {
@@ -339,6 +388,8 @@ export function lmView(send, initialHash) {
       if (restarted) {
         started = false;
         delete $('lm-own').dataset.used;   // the fresh worker has not got the user's text
+        ownPrompt = null;
+        showUseText();
       }
       setBusy(restarted || !model);
       $('lm-reset').disabled = restarted;
@@ -365,7 +416,7 @@ export function lmView(send, initialHash) {
       if (started) return;
       started = true;
       timePanel.ready();
-      $('lm-use-text').disabled = false;
+      showUseText();
       configure();
     },
     pause: () => training && post({ type: 'lm-pause' }),

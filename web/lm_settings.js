@@ -29,9 +29,12 @@ export const LABELS = { names: 'English first names', shakespeare: 'Shakespeare'
                          ...STEP_LABELS };
 export const MAX_PROMPT = 200;
 
-export function sizeLabel(c) {
+// A model size in words: "6 layers, 6 heads, width 192, block 128"; brief: "6 layers, width 192", which
+// the size menu shows (the page says the rest under the chart).
+export function sizeLabel(c, brief = false) {
   const s = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
-  return `${s(c.n_layer, 'layer')}, ${s(c.n_head, 'head')}, width ${c.n_embd}, block ${c.block_size}`;
+  return brief ? `${s(c.n_layer, 'layer')}, width ${c.n_embd}`
+               : `${s(c.n_layer, 'layer')}, ${s(c.n_head, 'head')}, width ${c.n_embd}, block ${c.block_size}`;
 }
 
 // What a link may set each setting to (link_settings.js).

@@ -10,6 +10,7 @@ import array
 import dataclasses
 import json
 import math
+import os
 from collections import Counter
 
 import weights_file
@@ -49,6 +50,7 @@ config = nn.GPTConfig(vocab_size=data.tokenizer.vocab_size, block_size={block_si
 model = nn.GPT(config, device=device)
 optimizer = model.configure_optimizers(weight_decay=0.1, learning_rate={lr})
 batch_size = {batch}
+eval_batches = 10
 
 
 {replay}def train_step():
@@ -61,8 +63,8 @@ batch_size = {batch}
 
 
 def validation_loss():
-    """The mean loss on 10 batches of the validation text (the same ones every time)."""
-    return estimate_loss(model, data, "val", batch_size, config.block_size, batches=10)
+    """The mean loss on eval_batches batches of the validation text (the same ones every time)."""
+    return estimate_loss(model, data, "val", batch_size, config.block_size, batches=eval_batches)
 
 
 def sample(prompt="\\n", length=200, temperature=0.8, top_k=None):
@@ -100,12 +102,22 @@ def script(settings):
                            layers=count(s["n_layer"], "layer"), heads=count(s["n_head"], "head"), **numbers)
 
 
+class Refused(ValueError):
+    """What the user gave the view (a text, a weights file) cannot make a model: the page shows the
+    message alone. Other errors are bugs, and it shows their type."""
+
+
+class GaveUp(Exception):
+    """An evaluation the page no longer wants (see Session.evaluate)."""
+
+
 class Session:
     """A script's namespace (what run_script left) and the steps trained in it."""
 
     def __init__(self, source, run_main=False, steps=0):
         """Runs source (its main block too with run_main: the Run button); raises ValueError with
-        the traceback, or naming what the view needs that the script does not define."""
+        the traceback, or naming what the view needs that the script does not define, or Refused
+        when the text is too short for the model."""
         self.source = source
         self.ns, error = run_script(source, SCRIPT, "__main__" if run_main else "lm")
         if error:
@@ -116,9 +128,9 @@ class Session:
         self.model, self.data, self.config = self.ns["model"], self.ns["data"], self.ns["config"]
         if self.data.val.shape[0] <= self.config.block_size:
             need = 10 * (self.config.block_size + 2)
-            raise ValueError(f"The text is too short: {len(self.ns['text'])} characters; this model needs at "
-                             f"least {need} (its last tenth, held out to validate, must be longer than a block "
-                             f"of {self.config.block_size}).")
+            raise Refused(f"The text is too short: {count(len(self.ns['text']), 'character')}; this model needs at "
+                          f"least {need} (its last tenth, held out to validate, must be longer than a block "
+                          f"of {self.config.block_size}).")
         self.steps = steps
         self.val_loss = None
 
@@ -138,9 +150,33 @@ class Session:
         self.steps += count
         return to_js(array.array("f", [self.steps, loss]))
 
-    def evaluate(self):
-        """[steps, the validation loss] as Float32Array."""
-        self.val_loss = float(self.ns["validation_loss"]())
+    def evaluate(self, progress):
+        """[steps, the validation loss] as Float32Array, or None when the page gave up on it.
+
+        A large model on a software GPU takes minutes over it, so the page hears how far it got:
+        progress(done, total) as the script's validation_loss() draws each batch of the validation
+        text (done: the batches the GPU has finished; total: the script's eval_batches, or None)
+        returns whether to go on (false once the page wants a newer model)."""
+        draw, drawn, training = self.data.batch, 0, self.model.training
+
+        def watched(split, *args, **kwargs):
+            nonlocal drawn
+            if split == "val":
+                if drawn:
+                    wg.synchronize(DEVICE)   # the batches drawn before are done: the progress is real
+                if not progress(drawn, self.ns.get("eval_batches")):
+                    raise GaveUp
+                drawn += 1
+            return draw(split, *args, **kwargs)
+
+        self.data.batch = watched
+        try:
+            self.val_loss = float(self.ns["validation_loss"]())
+        except GaveUp:
+            return None
+        finally:
+            del self.data.batch
+            self.model.train(training)
         return to_js(array.array("f", [self.steps, self.val_loss]))
 
     def _prompt(self, prompt):
@@ -181,13 +217,30 @@ class View:
     def __init__(self):
         self.session = None
         self.settings = None
+        self.own_text = None   # the last text of the user's that made a model
 
     def configure(self, settings):
-        """A fresh Session from the controls' settings (JSON, as script() takes them); its info."""
+        """A fresh Session from the controls' settings (JSON, as script() takes them); its info. A
+        text of the user's that makes none (Refused says why) leaves the current Session, and
+        CUSTOM_FILE goes back to the last text that made one, for the next settings to use."""
         settings = json.loads(settings)
-        self.session = Session(script(settings))
-        self.settings = settings
-        return self.session.info()
+        try:
+            session = Session(script(settings))
+        except Refused:
+            if settings["corpus"] == "custom":
+                self._restore_own_text()
+            raise
+        if settings["corpus"] == "custom":
+            self.own_text = session.ns["text"]
+        self.session, self.settings = session, settings
+        return session.info()
+
+    def _restore_own_text(self):
+        if self.own_text is None:
+            os.remove(CUSTOM_FILE)
+        else:
+            with open(CUSTOM_FILE, "w", encoding="utf-8") as f:
+                f.write(self.own_text)
 
     def run(self, source):
         """Runs the code panel's script as `python lm.py` would; Train then trains its model. Its
@@ -201,15 +254,18 @@ class View:
     def load_weights(self, data, name):
         """A fresh Session for the model in a checkpoint (Uint8Array; name: the user's file name),
         with its weights, trained on the current text; its info. A file that holds no such model
-        raises ValueError saying why, and the current Session stays."""
-        checkpoint = weights_file.loaded(data, name, ".pt", DEVICE)
+        raises Refused saying why, and the current Session stays."""
+        try:
+            checkpoint = weights_file.loaded(data, name, ".pt", DEVICE)
+        except ValueError as e:
+            raise Refused(str(e)) from None
         if not isinstance(checkpoint, dict) or not {"model", "model_args", "tokenizer"} <= checkpoint.keys():
             held = ", ".join(map(str, checkpoint))[:80] if isinstance(checkpoint, dict) else type(checkpoint).__name__
-            raise ValueError(f"{name}: not a GPT checkpoint (a dict of model, model_args and tokenizer, as this page "
-                             f"and `python -m webgrad train gpt` save it); it holds {held or 'nothing'}")
+            raise Refused(f"{name}: not a GPT checkpoint (a dict of model, model_args and tokenizer, as this page "
+                          f"and `python -m webgrad train gpt` save it); it holds {held or 'nothing'}")
         corpus, current = checkpoint.get("corpus"), self.settings["corpus"]
         if corpus in ABOUT and corpus != current and "custom" not in (corpus, current):
-            raise ValueError(f"{name} was trained on {ABOUT[corpus].split(',')[0]}: choose that text first")
+            raise Refused(f"{name} was trained on {ABOUT[corpus].split(',')[0]}: choose that text first")
         try:
             chars = CharTokenizer.from_state_dict(checkpoint["tokenizer"]).chars
             size = {key: int(checkpoint["model_args"][key]) for key in ("n_layer", "n_head", "n_embd", "block_size")}
@@ -220,9 +276,9 @@ class View:
                                  f"{session.data.tokenizer.vocab_size} of the text chosen here: choose that text first")
             session.model.load_state_dict(check_fits(checkpoint["model"], session.model, name))
         except ValueError as e:
-            raise ValueError(str(e) if str(e).startswith(name) else f"{name}: {e}") from None
+            raise Refused(str(e) if str(e).startswith(name) else f"{name}: {e}") from None
         except (TypeError, KeyError, RuntimeError) as e:   # a user's file: name what is wrong
-            raise ValueError(f"{name} holds no GPT for this text: {e}") from None
+            raise Refused(f"{name} holds no GPT for this text: {e}") from None
         self.session, self.settings = session, settings
         return session.info()
 

@@ -21,13 +21,14 @@ export const MNIST_CHOICES = {
 const DEFAULTS = { model: 'mlp', lr: '0.003', batch: '64', steps: '1000', test: null, step: null, seed: 1 };
 const LABELS = { model: { mlp: 'MLP (784-128-10)', cnn: 'CNN (2 conv layers)' },
                  test: { 1000: 'first 1000', 10000: 'all 10,000' }, step: STEP_LABELS };
+const SEED = wholeNumber(0, 99999);
 const TRAIN_SIZE = 60000;
 const SHOWN_DIGITS = 60;
 
 // Settings from a URL hash such as "#view=mnist&model=cnn&steps=500"; bad values fall back to defaults,
 // each one pushed to corrections as {key, value, allowed, using} (allowed null: no such setting).
 export function mnistFromHash(hash, corrections = []) {
-  return settingsFromHash(hash, DEFAULTS, { ...oneOfEach(MNIST_CHOICES), seed: wholeNumber(0, 99999) }, corrections);
+  return settingsFromHash(hash, DEFAULTS, { ...oneOfEach(MNIST_CHOICES), seed: SEED }, corrections);
 }
 
 export function mnistToHash(settings) {
@@ -43,10 +44,14 @@ export function mnistView(post, initialHash) {
   let isSoftware = false;
   let started = false;
   let training = false;
+  let waiting = false;          // the worker is making or loading a model (the controls are disabled)
+  let busyAtStop = false;       // this tab had work under way when a Stop was last pressed
   let plan = 0;                 // the step count the current Train run stops at
+  let runLength = 0;            // that run's length in steps (Train for when it started)
   let test = null;              // {images: Uint8Array (N*784), labels: Uint8Array (N)}
   let predictions = null;       // Int32Array: the model's digit for each evaluated test image
   let evaluatedAt = null;       // the step count the predictions (and the test accuracy) are from
+  let loadedFrom = null;        // the weights file the model at step 0 came from, if any
   let curves = [[], [], [], []];  // steps, training loss, training accuracy, test accuracy
   let chart = null;
   let showMistakes = false;
@@ -60,13 +65,20 @@ export function mnistView(post, initialHash) {
     $(`mnist-${key}`).value = settings[key];
     $(`mnist-${key}`).addEventListener('change', () => changed(key));
   }
-  $('mnist-train').onclick = () => post({ type: 'mnist-train' });
+  // A Train for other than the paused run's starts a new run of that length.
+  $('mnist-train').onclick = () => post({ type: 'mnist-train', steps: Number(settings.steps),
+                                          newRun: Number(settings.steps) !== runLength });
   $('mnist-pause').onclick = () => post({ type: 'mnist-pause' });
   $('mnist-reset').onclick = configure;
   $('mnist-download').onclick = () => post({ type: 'mnist-save' });
   $('mnist-upload').onchange = loadWeights;
   for (const radio of document.querySelectorAll('input[name=digits]')) {
     radio.onchange = () => { showMistakes = radio.value === 'wrong' && radio.checked; drawDigits(); };
+  }
+  // Stop (any tab's: ui.js) ends whatever Python runs; this tab's status speaks of it only if this
+  // tab had work under way then (a run's end reaches the page before the Stop's answer does).
+  for (const button of document.querySelectorAll('button.stop')) {
+    button.addEventListener('click', () => { busyAtStop = training || waiting; });
   }
   setBusy(true);
   const pad = drawingPad(post, () => started);
@@ -92,23 +104,58 @@ export function mnistView(post, initialHash) {
     note.classList.toggle('warn', settings.model === 'cnn');
   }
 
-  function changed(key) {
-    const value = $(`mnist-${key}`).value;
-    if (key === 'seed' && !/^\d{1,5}$/.test(value)) return;
-    settings[key] = key === 'seed' ? Number(value) : value;
+  // Every setting but Train for makes a fresh model: during a run, only once the user agrees.
+  async function changed(key) {
+    const input = $(`mnist-${key}`);
+    const value = key === 'seed' ? SEED.read(input.value) : input.value;
+    if (value === undefined) {   // the field shows the seed in use again, and says why
+      input.value = settings.seed;
+      setStatus(`The seed is ${SEED.allowed}: still ${settings.seed}`, 'error');
+      return;
+    }
+    if (key !== 'steps' && training && !(await mayDiscardRun(input.closest('.field').querySelector('.label').textContent))) {
+      input.value = settings[key];
+      return;
+    }
+    settings[key] = value;
     history.replaceState(null, '', mnistToHash(settings));
     if (key === 'model') showAdapterNote();
-    if (key === 'steps' && !training) showProgress(curves[0].at(-1) ?? 0);
-    else if (key !== 'steps') configure();
+    if (key !== 'steps') configure();
+    else if (!training) {
+      const steps = shownSteps();
+      showProgress(steps);
+      // a finished run's status names the steps the next Train runs
+      if (plan > 0 && steps >= plan) setStatus(trainingStatus(true, { training, plan }, steps, settings.steps));
+    }
+  }
+
+  // Asks in the page's dialog whether a run under way may be thrown away for a fresh model (setting:
+  // the changed setting's label); resolves true for Start afresh, false for Keep training (or Escape).
+  function mayDiscardRun(setting) {
+    const dialog = $('mnist-discard');
+    $('mnist-discard-why').textContent = `You changed “${setting}” while the model trains.`;
+    return new Promise((resolve) => {
+      const answer = (discard) => {
+        dialog.onclose = null;
+        dialog.close();
+        resolve(discard);
+      };
+      $('mnist-discard-yes').onclick = () => answer(true);
+      $('mnist-discard-no').onclick = () => answer(false);
+      dialog.onclose = () => resolve(false);
+      dialog.showModal();
+    });
   }
 
   function configure() {
     if (!started) return;
+    loadedFrom = null;
     setBusy(true);
     post({ type: 'mnist-configure', settings });
   }
 
   function setBusy(busy) {
+    waiting = busy;
     showBusy('mnist', ['mnist-train', 'mnist-reset', 'mnist-download', 'mnist-upload'], busy, training);
   }
 
@@ -127,14 +174,25 @@ export function mnistView(post, initialHash) {
     timePanel.fresh();
   }
 
+  const shownSteps = () => curves[0].at(-1) ?? 0;
+
+  // The bar is the run under way, paused or just ended, until Train for names another length: then
+  // it is the run that Train starts next, from here.
   function showProgress(steps) {
-    showRunProgress('mnist', steps, plan, Number(settings.steps));
+    const length = Number(settings.steps);
+    const sameRun = training || length === runLength;
+    showRunProgress('mnist', steps, sameRun ? plan : steps + length, sameRun ? runLength : length);
     $('mnist-epoch').textContent = ((steps * Number(settings.batch)) / TRAIN_SIZE).toFixed(2);
     showAccuracyAge(steps);
   }
 
+  // Behind the step count while no run goes on: Stop (or an error) ended the run before its test.
   function showAccuracyAge(steps) {
-    showAge('mnist-accuracy', evaluatedAt, steps, 'tested every few seconds');
+    showAge('mnist-accuracy', evaluatedAt, steps,
+            training ? 'tested every few seconds' : `not tested since; the model is at step ${steps}`);
+    if (evaluatedAt === 0) {
+      $('mnist-accuracy-at').textContent = `at step 0, ${loadedFrom ? `with the weights of ${loadedFrom}` : 'before training'}`;
+    }
   }
 
   function addPoint(step, loss, trainAccuracy, testAccuracy) {
@@ -157,8 +215,10 @@ export function mnistView(post, initialHash) {
                values: (u, ticks) => ticks.map((t) => `${Math.round(t * 100)}%`) }],
       legend: { live: false },
       cursor: { show: false },
+      // test accuracy as dots where it was measured: a line across the steps between two tests would
+      // draw a rise that nobody measured
       series: [{}, line('training loss (left axis)', '#f59322', 'loss'), line('training accuracy (right)', '#9cc5e4', 'acc'),
-               line('test accuracy (right)', '#0b3d63', 'acc', { points: { show: true, size: 5 } })],
+               line('test accuracy (right)', '#0b3d63', 'acc', { spanGaps: false, points: { show: true, size: 5 } })],
     }, curves, box);
     new ResizeObserver(() => chart.setSize({ width: box.clientWidth, height: 190 })).observe(box);
   }
@@ -177,7 +237,7 @@ export function mnistView(post, initialHash) {
     evaluatedAt = steps;
     $('mnist-accuracy').textContent = accuracy.toFixed(3);
     $('mnist-accuracy-of').textContent = `${right} of ${n} test digits right`;
-    showAccuracyAge(Number($('mnist-step-count').textContent));
+    showAccuracyAge(shownSteps());
     addPoint(steps, null, null, accuracy);
     drawConfusion(confusion);
     drawDigits();
@@ -247,11 +307,15 @@ export function mnistView(post, initialHash) {
       test = { images, labels };
     },
     'mnist-state'(state) {
-      const status = trainingStatus(training, state, curves[0].at(-1), settings.steps);
+      if (state.training && state.plan !== plan) runLength = state.plan - shownSteps();   // a new run
+      const status = trainingStatus(training, state, shownSteps(), settings.steps);
+      // A fresh model's plan is 0; the end of a run that it replaced says so again, after its first test.
+      const freshModel = state.plan === 0 && plan !== 0;
       ({ training, plan } = state);
       setBusy(false);
       setStatus(status ?? 'Ready: press Train');
-      if (!training && plan === 0) fresh();
+      if (freshModel) fresh();
+      else showProgress(shownSteps());
     },
     'mnist-progress'({ data: [steps, loss, accuracy], stepMs }) {
       $('mnist-loss').textContent = loss.toFixed(3);
@@ -270,6 +334,7 @@ export function mnistView(post, initialHash) {
     'mnist-weights': saveWeights,
     'mnist-loaded'({ model }) {
       settings.model = model;
+      loadedFrom = upload;
       $('mnist-model').value = model;
       history.replaceState(null, '', mnistToHash(settings));
       setStatus(`Loaded the ${LABELS.model[model]} weights of ${upload}`);
@@ -280,8 +345,11 @@ export function mnistView(post, initialHash) {
       setStatus(text, 'error');
     },
     // After Stop; restarted: the worker was replaced, and start() makes a model again once it is ready.
+    // A Stop of another tab's Python, with nothing of this tab's under way (or this tab not yet
+    // opened), leaves this tab as it was.
     'mnist-stopped'({ model, restarted }) {
       pad.dropped();
+      if (!started || !(busyAtStop || restarted)) return;
       training = false;
       if (restarted) started = false;
       setBusy(restarted || !model);

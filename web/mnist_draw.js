@@ -102,7 +102,8 @@ export function drawingPad(post, ready) {
 
   function showProbabilities(probs) {
     const best = probs ? probs.indexOf(Math.max(...probs)) : -1;
-    $('prediction').textContent = probs ? String(best) : '–';
+    $('prediction').textContent = probs ? String(best) : 'draw a digit';
+    $('prediction').classList.toggle('hint', !probs);
     const rows = Array.from({ length: 10 }, (_, d) => {
       const row = document.createElement('div');
       row.className = d === best ? 'prob best' : 'prob';

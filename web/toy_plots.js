@@ -196,6 +196,10 @@ function heatmapURL(map, j) {
 
 const HEIGHT = 180;
 
+// A loss axis's tick: in full, short of a loss that has grown huge (a run on its way to diverging),
+// whose digits would not fit.
+const lossTick = (t) => (Math.abs(t) < 1e4 ? t.toLocaleString('en') : t.toPrecision(2));
+
 // The training and test loss against the step, in box; returns a function that sets the curves
 // ([steps, training loss, test loss]).
 export function lossChart(box) {
@@ -203,7 +207,7 @@ export function lossChart(box) {
     width: box.clientWidth || 360, height: HEIGHT,
     scales: { x: { time: false }, y: { range: (u, min, max) => [0, Math.max(max ?? 1, 0.05)] } },
     axes: [stepAxis('step', 40),
-           { label: 'loss', size: 56, labelSize: 18 }],
+           { label: 'loss', size: 56, labelSize: 18, values: (u, ticks) => ticks.map(lossTick) }],
     legend: { live: false },
     cursor: { show: false },
     series: [{}, { label: 'training loss', stroke: '#f59322', width: 2, points: { show: false } },

@@ -100,7 +100,8 @@ const SIGINT = 2;
 // (postMessage, terminate), and the page's Stop buttons (every button.stop): Stop interrupts the
 // running Python (see worker_python.js); a worker that has not answered within STOP_GRACE_MS is
 // ended and another started, and receive() hears {type: 'stopped', restarted: true} and the
-// views' '<view>-stopped' with model: false. The header shows the adapter and the GPU memory held.
+// views' '<view>-stopped' with model: false. receive() hears the worker's 'busy' too (whose script
+// runs). The header shows the adapter and the GPU memory held.
 export class PythonWorker {
   constructor(receive) {
     this.receive = receive;   // the views' handling of a message from the worker
@@ -114,8 +115,9 @@ export class PythonWorker {
     this.worker.onmessage = ({ data }) => this.heard(data);
     this.worker.onerror = (e) => this.receive({ type: 'error', text: `The worker failed: ${e.message}` });
     // Shared memory, which the interrupt needs, exists only in a cross-origin isolated page (the
-    // server's COOP and COEP headers); without it, Stop reaches Python only between two tasks.
-    this.interrupt = globalThis.crossOriginIsolated ? new Uint8Array(new SharedArrayBuffer(1)) : null;
+    // server's COOP and COEP headers); without it, Stop reaches Python only between two tasks. Byte 0
+    // is Pyodide's signal; byte 1 says a Stop was sent that the worker has not handled yet.
+    this.interrupt = globalThis.crossOriginIsolated ? new Uint8Array(new SharedArrayBuffer(2)) : null;
     if (this.interrupt) this.worker.postMessage({ type: 'interrupt', buffer: this.interrupt });
     showStop(false);
   }
@@ -137,10 +139,10 @@ export class PythonWorker {
   }
 
   heard(message) {
-    if (message.type === 'busy') showStop(message.busy && !this.stopTimer);
-    else if (message.type === 'adapter') $('adapter').textContent = adapterName(message.info);
+    if (message.type === 'adapter') $('adapter').textContent = adapterName(message.info);
     else if (message.type === 'memory') showMemory(message.stats);
     else {
+      if (message.type === 'busy') showStop(message.busy && !this.stopTimer);
       if (message.type === 'stopped') this.endStop();
       this.receive(message);
     }
@@ -149,7 +151,10 @@ export class PythonWorker {
   stop() {
     if (!this.worker || this.stopTimer) return;
     showStop(false);
-    if (this.interrupt) Atomics.store(this.interrupt, 0, SIGINT);
+    if (this.interrupt) {
+      Atomics.store(this.interrupt, 1, 1);
+      Atomics.store(this.interrupt, 0, SIGINT);
+    }
     this.worker.postMessage({ type: 'stop' });
     this.stopTimer = setTimeout(() => this.restart(), STOP_GRACE_MS);
   }
@@ -157,6 +162,7 @@ export class PythonWorker {
   restart() {
     this.terminate();
     $('gpu-memory').textContent = '';
+    this.receive({ type: 'busy', busy: false, script: null });
     this.receive({ type: 'stopped', restarted: true, where: '', playable: false });
     this.receive({ type: 'mnist-stopped', restarted: true, model: false });
     this.receive({ type: 'lm-stopped', restarted: true, model: false });

@@ -3,7 +3,8 @@
 // Everyone's messages:
 //   in:  {type: 'interrupt', buffer} (first: Stop's shared byte, see worker_python.js), {type: 'stop'}
 //   out: {type: 'status', text}, {type: 'adapter', info} (before Python loads), {type: 'ready', adapter, isSoftware, loadMs},
-//        {type: 'no-webgpu', reason}, {type: 'device-lost', reason}, {type: 'busy', busy} (something to stop),
+//        {type: 'no-webgpu', reason}, {type: 'device-lost', reason},
+//        {type: 'busy', busy, script} (something to stop; the view whose code panel's script runs, or null),
 //        {type: 'memory', stats} (webgrad.memory_stats()), {type: 'error', text},
 //        {type: 'stopped', where, playable, steps}, {type: 'mnist-stopped', model}, {type: 'lm-stopped', model, where}
 //        (after a Stop: where the interrupt landed in the panel's script run by Run, or '', whether each
@@ -18,7 +19,7 @@
 //        whether there is a model for Play to train)
 // The MNIST view's (web/mnist_view.py does the Python side):
 //   in:  {type: 'mnist-configure', settings: {model, lr, batch, steps, test, seed}} (the first one
-//        loads the data), {type: 'mnist-train' | 'mnist-pause' | 'mnist-save' | 'mnist-profile'},
+//        loads the data), {type: 'mnist-train', steps, newRun}, {type: 'mnist-pause' | 'mnist-save' | 'mnist-profile'},
 //        {type: 'mnist-predict', pixels}, {type: 'mnist-load', data, name}
 //   out: {type: 'mnist-status', text}, {type: 'mnist-data', images, labels} (the test set, headers
 //        stripped), {type: 'mnist-progress', data: [steps, loss, accuracy], stepMs},
@@ -35,14 +36,15 @@
 //        {type: 'lm-save', corpus}, {type: 'lm-load', data, name}
 //   out: {type: 'lm-status', text}, {type: 'lm-session', info, why: 'configure' | 'run' | 'load'},
 //        {type: 'lm-progress', data: [steps, loss], stepMs}, {type: 'lm-eval', data: [steps, loss]},
+//        {type: 'lm-testing', done, total} (an evaluation's batches so far, of total or null),
 //        {type: 'lm-state', training, plan}, {type: 'lm-sample', sample}, {type: 'lm-attention', maps},
 //        {type: 'lm-weights', data}, {type: 'lm-ran', error: the script's traceback or null},
 //        {type: 'lm-error', text}, {type: 'lm-profile', profile}
 // (worker_views.js does the MNIST and language-model views' part.)
 import { loadPyodide } from './pyodide/pyodide.mjs';
 import { Bridge, describe, findAdapter } from './bridge.js';
-import { call, ChunkedLoop, fetchOk, post, PROFILE_STEPS, serial, showMemory, startRun, StepProfiler, stop,
-         watchInterrupt, watchMemory, watchProfiles } from './worker_python.js';
+import { call, ChunkedLoop, fetchOk, post, PROFILE_STEPS, sentBeforeStop, serial, showMemory, startRun, StepProfiler,
+         stop, watchInterrupt, watchMemory, watchOutput, watchProfiles } from './worker_python.js';
 import { CORPORA, startViews, viewLoops, viewMessage, viewsStopped } from './worker_views.js';
 
 const status = (text) => post('status', { text });
@@ -61,14 +63,14 @@ let warmUp = null;         // PAGE_PYTHON's warm_up
 // The toy's Python calls: an error stops Play and shows under the code (after Play's end, whose
 // 'state' would say 'Paused' over it).
 let playFailed = null;
-const toyTask = (task, runsScript = false) => serial(task, (e) => {
+const toyTask = (task, script = null) => serial(task, (e) => {
   if (playLoop.running) {
     playLoop.stop();
     playFailed = e.message;
   } else {
     post('error', { text: e.message });
   }
-}, runsScript);
+}, script);
 const playLoop = new ChunkedLoop(toyTask);
 const toyProfiler = new StepProfiler('');
 
@@ -79,7 +81,7 @@ const toyProfiler = new StepProfiler('');
 // runs it): sys.monitoring sees each function start once and is told to ignore all but train.py's
 // train_step, so the script runs at full speed.
 const PAGE_PYTHON = `
-import json, os, sys
+import builtins, json, os, sys
 os.environ["WEBGRAD_DEVICE"] = "webgpu"
 os.environ["WEBGRAD_NAMES"] = "${CORPORA}/names"
 os.environ["WEBGRAD_SHAKESPEARE"] = "${CORPORA}/shakespeare"
@@ -111,6 +113,23 @@ def session_counting_steps(make, *args):
 
 def memory_stats():
     return json.dumps(webgrad.memory_stats())
+
+
+def flush_output():
+    """Shows a script's last line of output that has no newline yet (print(..., end=""), a prompt):
+    Pyodide holds such a line back until a newline, which the next run would print."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+        os.fsync(stream.fileno())
+
+
+# No keyboard reaches Python in the page (stdin is at its end): input() says so, naming itself.
+def _no_input(prompt=""):
+    raise EOFError("input() cannot read in this page: no keyboard input reaches Python here, "
+                   "so write the value into the script instead")
+
+
+builtins.input = _no_input
 
 
 def warm_up(source):
@@ -163,6 +182,7 @@ async function start() {
   const pyodide = await loadPyodide({ indexURL: new URL('./pyodide/', import.meta.url).href });
   pyodide.setStdout({ batched: (text) => post('stdout', { text }) });
   pyodide.setStderr({ batched: (text) => post('stderr', { text }) });
+  pyodide.setStdin({ stdin: () => null });   // no keyboard reaches Python here: a read finds the end of input
 
   status('Installing webgrad…');
   const [wheel, ...modules] = await Promise.all([fetchOk('webgrad.whl').then((r) => r.arrayBuffer()),
@@ -184,6 +204,7 @@ async function start() {
     countingSteps = pyodide.globals.get('session_counting_steps');
     warmUp = pyodide.globals.get('warm_up');
     watchMemory(pyodide.globals.get('memory_stats'));
+    watchOutput(pyodide.globals.get('flush_output'));
     watchProfiles(pyodide.pyimport('step_profile').profiled);
   } catch (e) {
     post('no-webgpu', { reason: e.message });
@@ -260,13 +281,13 @@ const toyMessages = {
   // a new session while playing goes on playing (the app says so with play: true), once it is made
   load: ({ source: text, play: playing }) => loadAndPlay(text, playing),
   reset: ({ play: playing }) => loadAndPlay(source, playing),
-  run: ({ source: text }) => toyTask(() => load(text, true), true),
+  run: ({ source: text }) => toyTask(() => load(text, true), 'playground'),
 };
 
 function loadAndPlay(text, playing) {
   toyTask(() => load(text, false));
   if (playing) startRun(play);
-  else serial(warm, (e) => post('error', { text: e.message }), false, true);
+  else serial(warm, (e) => post('error', { text: e.message }), null, true);
 }
 
 // Compiling a step's kernels takes seconds on a software adapter (SwiftShader: ~1 s a matmul), so a
@@ -295,6 +316,7 @@ onmessage = ({ data: msg }) => {
   }
   if (!py) return;
   if (msg.type === 'stop') stopEverything();
+  else if (sentBeforeStop()) return;
   else if (!viewMessage(msg)) toyMessages[msg.type]?.(msg);
 };
 

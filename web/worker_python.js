@@ -27,6 +27,9 @@ let pending = 0;          // tasks queued or running
 let epoch = 0;            // Stops so far: a task queued before a Stop does not run
 const runs = new Set();   // training runs under way (each queues chunk after chunk)
 let busyShown = false;
+let scriptView = null;    // the view ('playground' or 'lm') whose code panel's script runs now, or null
+let scriptShown = null;
+let stopComing = false;   // an interrupt landed, and the 'stop' the page sent with it has not come yet
 let interruptedAt = null; // where the last interrupt landed in a Run's script: {panel, where}
 let python = null;        // Pyodide, once it is ready, and Stop's shared byte: see the top
 let interruptByte = null;
@@ -37,32 +40,53 @@ export function watchInterrupt(pyodide, byte) {
   interruptByte = byte ?? interruptByte;
 }
 
-// The page enables its Stop buttons while the worker has something to stop.
+// The page enables its Stop buttons while the worker has something to stop ('busy' {busy}), and
+// says in the other views that their work waits while a code panel's script runs ({script}: its view).
 function showBusy() {
   const busy = pending > 0 || runs.size > 0;
-  if (busy !== busyShown) post('busy', { busy: (busyShown = busy) });
+  if (busy === busyShown && scriptView === scriptShown) return;
+  [busyShown, scriptShown] = [busy, scriptView];
+  post('busy', { busy, script: scriptView });
 }
 
+// Whether a message the page sent came before a Stop whose interrupt has landed: a script's Python
+// that never waits (an endless loop) keeps the worker from hearing messages, so those sent meanwhile
+// (a tab's first configure) come first, and the 'stop' after them. The worker drops them, as stop()
+// drops the tasks queued before it; running one would keep 'stopped' back until it ended, and the
+// page would restart Python.
+export const sentBeforeStop = () => stopComing;
+
 // Queues task; an error it throws goes to onError, except Stop's interrupt, which ends it quietly
-// (and, for a task that runs the user's script, says where in the script it landed: only such a task
-// is interrupted anywhere in Python, see the top). A task in the background (work done ahead, such as
-// compiling kernels) does not make the page busy.
-export function serial(task, onError, runsScript = false, background = false) {
+// (and, for a task that runs a code panel's script, says where in the script it landed: only such a
+// task is interrupted anywhere in Python, see the top). script: the view ('playground' or 'lm') whose
+// script the task runs, or null. A task in the background (work done ahead, such as compiling
+// kernels) does not make the page busy.
+export function serial(task, onError, script = null, background = false) {
   const at = epoch;
   const counted = background ? 0 : 1;
   pending += counted;
   showBusy();
   queue = queue.then(async () => {
     if (at !== epoch) return;
-    python?.setInterruptBuffer(runsScript ? interruptByte : undefined);
+    python?.setInterruptBuffer(script ? interruptByte : undefined);
+    scriptView = script;
+    showBusy();
     try {
       await task();
     } finally {
       python?.setInterruptBuffer(undefined);
+      scriptView = null;
+      if (script) flushFn?.();
     }
   }).catch((e) => {
-    if (isInterrupt(e)) interruptedAt = runsScript ? scriptLine(e.message) : null;
-    else onError(e);
+    // Stop's interrupt (the page marks a Stop it sent); a KeyboardInterrupt a script raised itself is
+    // its error like any other: no 'stop' comes after it
+    if (isInterrupt(e) && interruptByte !== null && Atomics.load(interruptByte, 1) === 1) {
+      interruptedAt = script ? scriptLine(e.message) : null;
+      stopComing = true;
+    } else {
+      onError(e);
+    }
   }).finally(() => {
     pending -= counted;
     showBusy();
@@ -92,6 +116,12 @@ export function startRun(start) {
       showBusy();
     });
   });
+}
+
+// A code panel's script's output ends with it (flushFn: worker.js's flush_output, once Python is ready).
+let flushFn = null;
+export function watchOutput(fn) {
+  flushFn = fn;
 }
 
 // The GPU memory webgrad holds (the page shows it): statsFn is webgrad.memory_stats as JSON, once
@@ -201,9 +231,13 @@ export async function stop(loops, interrupt) {
   for (const loop of loops) loop.stop(true);
   await Promise.allSettled([...runs]);
   await serial(async () => {}, () => {});
-  if (interrupt) Atomics.store(interrupt, 0, 0);
+  if (interrupt) {
+    Atomics.store(interrupt, 0, 0);
+    Atomics.store(interrupt, 1, 0);
+  }
   const where = interruptedAt;
   interruptedAt = null;
+  stopComing = false;
   return where;
 }
 

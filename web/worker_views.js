@@ -26,14 +26,14 @@ class PlannedTraining {
     this.evaluatedAt = -1;     // the step count of the evaluation shown
     this.evalMs = 0;           // how long the last one took
     this.failed = null;        // the error that ended the running Train run, said once it has ended
-    this.task = (fn, runsScript = false) => serial(fn, (e) => {
+    this.task = (fn, script = null) => serial(fn, (e) => {
       if (this.loop.running) {
         this.loop.stop();
         this.failed = lastLine(e);
       } else {
         post(`${name}-error`, { text: lastLine(e) });
       }
-    }, runsScript);
+    }, script);
     this.loop = new ChunkedLoop(this.task);
     this.profiler = new StepProfiler(`${name}-`);
   }
@@ -68,10 +68,11 @@ class PlannedTraining {
     this.state(false);
   }
 
-  async train(runLength) {
+  // Trains on to the plan of a paused run, or runLength steps more once it has ended or newRun says so.
+  async train(runLength, newRun = false) {
     const trainer = this.trainer();
     if (this.loop.running || !trainer) return;
-    if (trainer.steps >= this.plan) this.plan = trainer.steps + runLength;
+    if (newRun || trainer.steps >= this.plan) this.plan = trainer.steps + runLength;
     this.state(true);
     let lastEval = performance.now();
     const latest = await this.loop.run(async (chunk) => {
@@ -152,7 +153,7 @@ async function mnistLoadWeights(data, name) {
 
 const mnistMessages = {
   'mnist-configure': ({ settings }) => mnistTraining.task(() => mnistConfigure(settings)),
-  'mnist-train': () => startRun(() => mnistTraining.train(Number(mnistSettings?.steps))),  // after a pending configure
+  'mnist-train': ({ steps, newRun }) => startRun(() => mnistTraining.train(steps, newRun)),  // after a pending configure
   'mnist-pause': () => mnistTraining.loop.stop(),
   'mnist-profile': () => mnistTraining.profiler.ask(),
   'mnist-predict': ({ pixels }) => mnistTraining.task(async () => {
@@ -173,6 +174,7 @@ let lm = null;            // an lm_view.View: the Session that Train trains
 let corpora = null;       // the site's corpora/index.json: each corpus's files
 const corporaHere = new Set();  // the corpora written to Pyodide's file system
 let sampling = null;      // the page's latest sampling settings (worker.js lists them)
+let lmAsked = 0;          // new models asked for: an evaluation of an older one gives up between batches
 
 const lmTraining = new class extends PlannedTraining {
   constructor() {
@@ -182,9 +184,16 @@ const lmTraining = new class extends PlannedTraining {
 
   trainer() { return lm?.session; }
 
+  // Minutes long for a large model on a software GPU: the page hears each batch, and a newer model
+  // asked for meanwhile (its message comes in while Python waits for the GPU) ends it.
   async evaluation() {
-    const data = await call(lm.session.evaluate);
-    post('lm-eval', { data }, [data.buffer]);
+    const asked = lmAsked;
+    const data = await call(lm.session.evaluate, (done, total) => {
+      if (asked !== lmAsked) return false;
+      post('lm-testing', { done, total });
+      return true;
+    });
+    if (data) post('lm-eval', { data }, [data.buffer]);
   }
 
   chunkEnd(steps) { return (Math.floor(steps / sampling.every) + 1) * sampling.every; }
@@ -236,22 +245,31 @@ async function lmStart(why, make, done) {
   lmTraining.restart();
   post('lm-session', { info, why });
   post('lm-status', { text: 'Testing the model on the validation text…' });
+  const asked = lmAsked;
   await lmTraining.evaluate();
+  if (asked !== lmAsked) return null;   // a newer model comes next
+  post('lm-status', { text: 'Writing a sample…' });
   await lmTraining.show();
   post('lm-status', { text: done });
   return null;
 }
 
+// The task of a message that makes a new model: an evaluation under way gives up for it.
+function newModel(task, script) {
+  lmAsked++;
+  return lmTraining.task(task, script);
+}
+
 const lmMessages = {
-  'lm-configure': ({ settings }) => lmTraining.task(async () => {
+  'lm-configure': ({ settings }) => newModel(async () => {
     await loadCorpus(settings.corpus);
     await lmStart('configure', () => call(lm.configure, JSON.stringify(settings)), 'Ready: press Train');
   }),
   'lm-text': ({ text }) => lmTraining.task(async () => py.FS.writeFile('/home/pyodide/input.txt', text)),
-  'lm-run': ({ source }) => lmTraining.task(async () => {
+  'lm-run': ({ source }) => newModel(async () => {
     const error = await lmStart('run', () => call(lm.run, source), 'Your script ran: Train trains its model further');
     post('lm-ran', { error });
-  }, true),
+  }, 'lm'),
   'lm-train': ({ steps }) => startRun(() => lmTraining.train(steps)),  // after a pending configure
   'lm-pause': () => lmTraining.loop.stop(),
   'lm-profile': () => lmTraining.profiler.ask(),
@@ -261,7 +279,7 @@ const lmMessages = {
     const data = await call(lm.session.weights, corpus);
     post('lm-weights', { data }, [data.buffer]);
   }),
-  'lm-load': ({ data, name }) => lmTraining.task(
+  'lm-load': ({ data, name }) => newModel(
     () => lmStart('load', () => call(lm.load_weights, data, name), `Loaded ${name}: Train goes on from it`)),
 };
 // Python is ready (pyodide): the views' messages can run.
