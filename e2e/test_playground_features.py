@@ -79,7 +79,7 @@ def test_a_regression_set_trains(page, open_playground):
     open_playground()
     page.select_option("[data-testid=problem]", "regression")
     wait_for(page, "location.hash.includes('dataset=plane')", 5)
-    wait_for(page, "document.querySelector('#score-label').textContent === 'Test R²'", 30)
+    wait_for(page, "document.querySelector('#score-label').textContent === 'Test R² (untrained)'", 30)
     wait_for(page, "document.querySelector('#shape').textContent.startsWith('2 → 1 units')", 20)
     assert diagram(page)["names"] == ["x₁", "x₂", "value"]
     assert "F.mse_loss(" in code_text(page)
@@ -88,6 +88,7 @@ def test_a_regression_set_trains(page, open_playground):
 
     page.click("[data-testid=step]")   # a frame of the plane's model, after one step
     wait_for(page, "document.querySelector('[data-testid=step-count]').textContent === '1'", 20)
+    assert page.text_content("#score-label") == "Test R²", "past step 0 the score is the model's"
     start_loss = number(page, "test-loss")
     play_until(page, f"Number(document.querySelector('[data-testid=test-loss]').textContent) < {start_loss / 10}", 60)
     assert number(page, "accuracy") > 0.9, "R² of the trained model"

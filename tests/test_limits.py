@@ -6,6 +6,7 @@ optim, random). Tensors larger than a kernel can bind raise a RuntimeError befor
 bounded too: lavapipe silently ends a shader loop after 65535 iterations, so long reductions and
 long scatter indices are split (checked with sizes past that).
 """
+import gc
 import math
 
 import numpy as np
@@ -278,6 +279,7 @@ def test_sizes_past_32_bits_raise_plainly(runtime, counted):
     rows = int(rng().integers(70_000, 100_000))
     row = gpu(randn(1, rows))
     column = gpu(randn(rows, 1))
+    gc.collect()   # earlier tests' tensors in cycles, which a collection mid-case would free
     runtime.flush()
     counted.calls = 0
     for fn in (lambda: wg.zeros((rows, rows), device=GPU), lambda: column + row, lambda: column @ row):
