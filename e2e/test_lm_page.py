@@ -206,6 +206,25 @@ def test_a_file_that_holds_no_model_is_refused(trained, tmp_path):
     assert page.is_enabled("[data-testid=lm-train]")
 
 
+def test_train_for_trains_what_it_says_and_a_bad_seed_is_turned_back(trained):
+    """After a finished run, Train for names the next run's length (the bar says so before it starts),
+    and Train trains exactly that many more; a seed that will not do goes back to the one in use."""
+    page = trained
+    more = 50
+    page.select_option("[data-testid=lm-steps]", str(more))
+    assert page.locator("[data-testid=lm-progress]").evaluate("p => [p.value, p.max]") == [0, more]
+    page.click("[data-testid=lm-train]")
+    wait_for_status(page, "Trained", 240)
+    assert text(page, "lm-step-count") == str(STEPS + more)
+    assert page.locator("[data-testid=lm-progress]").evaluate("p => [p.value, p.max]") == [more, more]
+    for bad in ("-3", "100000", "1.5"):
+        page.fill("#lm-seed", bad)
+        page.locator("#lm-seed").dispatch_event("change")
+        assert page.input_value("#lm-seed") == str(SEED), bad
+        assert status(page) == f"The seed is a whole number from 0 to 99999: still {SEED}", status(page)
+        assert f"seed={SEED}" in page.url
+
+
 def test_your_own_text_trains_a_model_of_its_characters(trained):
     """Last: it replaces the trained model."""
     page = trained

@@ -7,7 +7,8 @@ import { codeEditor } from './editor.js';
 import { attentionMap, shown } from './lm_attention.js';
 import { timeChart } from './time_chart.js';
 import { STEP_HINT, stepFor } from './step_settings.js';
-import { FAST_ON_SOFTWARE, LABELS, LM_CHOICES, lmFromHash, lmToHash, MAX_PROMPT, PROMPTS, SIZES, sizeLabel } from './lm_settings.js';
+import { FAST_ON_SOFTWARE, LABELS, LM_CHOICES, lmFromHash, lmToHash, MAX_PROMPT, PROMPTS, SEED, SIZES,
+         sizeLabel } from './lm_settings.js';
 import uPlot from './uplot/uPlot.esm.js';
 import { $, printTo, saveFile, showAge, showBusy, showRunProgress, showStatus, stepAxis, takeFile,
          trainingStatus } from './ui.js';
@@ -29,7 +30,8 @@ export function lmView(send, initialHash) {
   let isSoftware = false;
   let started = false;
   let training = false;
-  let plan = 0;
+  let plan = 0;               // the step count the current Train run stops at
+  let runLength = 0;          // that run's length in steps (Train for when it started)
   let evaluatedAt = null;     // the step count the validation loss shown is from
   let info = null;            // the worker's account of the model: lm_view.Session.info
   let loaded = null;          // the model size of a weights file or a script that is none of SIZES, and {from}
@@ -52,7 +54,9 @@ export function lmView(send, initialHash) {
   $('lm-temperature').addEventListener('input', showTemperature);
   $('lm-prompt').value = settings.prompt;
   $('lm-prompt').addEventListener('input', promptChanged);
-  $('lm-train').onclick = () => post({ type: 'lm-train', steps: Number(settings.steps) });
+  // A Train for other than the paused run's starts a new run of that length (as MNIST's Train).
+  $('lm-train').onclick = () => post({ type: 'lm-train', steps: Number(settings.steps),
+                                       newRun: Number(settings.steps) !== runLength });
   $('lm-pause').onclick = () => {
     post({ type: 'lm-pause' });
     $('lm-pause').disabled = true;
@@ -101,7 +105,11 @@ export function lmView(send, initialHash) {
 
   async function changed(key) {
     const value = $(`lm-${key}`).value;
-    if (key === 'seed' && !/^\d{1,5}$/.test(value)) return;
+    if (key === 'seed' && SEED.read(value) === undefined) {   // the field shows the seed in use again, and says why
+      $('lm-seed').value = settings.seed;
+      setStatus(`The seed is ${SEED.allowed}: still ${settings.seed}`, 'error');
+      return;
+    }
     const makesModel = !['every', 'topk', 'temperature', 'steps'].includes(key);   // configure() below
     const label = $(`lm-${key}`).closest('.field').querySelector('.label').textContent;
     if (makesModel && !(await mayReplaceCode(`You changed “${label}”`))) {
@@ -263,8 +271,12 @@ export function lmView(send, initialHash) {
     timePanel.fresh();
   }
 
+  // The bar is the run under way, paused or just ended, until Train for names another length: then
+  // it is the run that Train starts next, from here.
   function showProgress(steps) {
-    showRunProgress('lm', steps, plan, Number(settings.steps));
+    const length = Number(settings.steps);
+    const sameRun = training || length === runLength;
+    showRunProgress('lm', steps, sameRun ? plan : steps + length, sameRun ? runLength : length);
     showAge('lm-val-loss', evaluatedAt, steps, 'measured every few seconds');
   }
 
@@ -340,6 +352,7 @@ export function lmView(send, initialHash) {
     'lm-status': ({ text }) => setStatus(text),
     'lm-session': ({ info: next, why }) => showSession(next, why),
     'lm-state'(state) {
+      if (state.training && state.plan !== plan) runLength = state.plan - (curves[0].at(-1) ?? 0);   // a new run
       const status = trainingStatus(training, state, curves[0].at(-1), settings.steps);
       ({ training, plan } = state);
       setBusy(false);

@@ -37,10 +37,12 @@ export function sizeLabel(c, brief = false) {
                : `${s(c.n_layer, 'layer')}, ${s(c.n_head, 'head')}, width ${c.n_embd}, block ${c.block_size}`;
 }
 
+export const SEED = wholeNumber(0, 99999);
+
 // What a link may set each setting to (link_settings.js).
 const LINK_READERS = {
   ...oneOfEach(LM_CHOICES),
-  seed: wholeNumber(0, 99999),
+  seed: SEED,
   temperature: { read: (value) => (validTemperature(Number(value)) ? Number(value) : undefined),
                  allowed: '0.1 to 2 in steps of 0.1' },
   prompt: { read: (value) => (value.length <= MAX_PROMPT ? value : undefined), allowed: `at most ${MAX_PROMPT} characters` },

@@ -31,7 +31,7 @@
 // every: the steps between two while training).
 //   in:  {type: 'lm-configure', settings} (a fresh model; settings as lm_view.script takes them),
 //        {type: 'lm-text', text} (the user's own text, for the next configure), {type: 'lm-run', source},
-//        {type: 'lm-train', steps}, {type: 'lm-pause'}, {type: 'lm-sample'} (a sample now), {type: 'lm-profile'},
+//        {type: 'lm-train', steps, newRun}, {type: 'lm-pause'}, {type: 'lm-sample'} (a sample now), {type: 'lm-profile'},
 //        {type: 'lm-sampling'} (the sampling settings alone),
 //        {type: 'lm-save', corpus}, {type: 'lm-load', data, name}
 //   out: {type: 'lm-status', text}, {type: 'lm-session', info, why: 'configure' | 'run' | 'load'},

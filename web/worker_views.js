@@ -270,7 +270,7 @@ const lmMessages = {
     const error = await lmStart('run', () => call(lm.run, source), 'Your script ran: Train trains its model further');
     post('lm-ran', { error });
   }, 'lm'),
-  'lm-train': ({ steps }) => startRun(() => lmTraining.train(steps)),  // after a pending configure
+  'lm-train': ({ steps, newRun }) => startRun(() => lmTraining.train(steps, newRun)),  // after a pending configure
   'lm-pause': () => lmTraining.loop.stop(),
   'lm-profile': () => lmTraining.profiler.ask(),
   'lm-sample': () => lmTraining.task(async () => { if (lm?.session) await lmTraining.show(); }),
