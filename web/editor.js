@@ -29,20 +29,21 @@ export function errorLine(traceback, filename) {
   return lines.length ? Number(lines.at(-1)[2]) : null;
 }
 
-// Asks the user whether the controls may replace their edited code (the page's one <dialog
-// id="replace-code">): resolves true for Replace, false for Keep my code (or Escape). A button
-// answers at once, so the page has acted on it by the time the click is over.
-function askToReplace(why) {
-  const dialog = document.getElementById('replace-code');
-  document.getElementById('replace-code-why').textContent = why;
+// Asks the user a question in the page's <dialog id=id> (its reason in `${id}-why`): resolves true for
+// the yesId button, false for the noId one (or Escape); the editor's "Replace your edited code?" and
+// MNIST's "Start a fresh model?". A button answers at once, so the page has acted on it by the time
+// the click is over.
+export function askInDialog(id, why, yesId, noId) {
+  const dialog = document.getElementById(id);
+  document.getElementById(`${id}-why`).textContent = why;
   return new Promise((resolve) => {
-    const answer = (replace) => {
+    const answer = (yes) => {
       dialog.onclose = null;
       dialog.close();
-      resolve(replace);
+      resolve(yes);
     };
-    document.getElementById('replace-code-replace').onclick = () => answer(true);
-    document.getElementById('replace-code-keep').onclick = () => answer(false);
+    document.getElementById(yesId).onclick = () => answer(true);
+    document.getElementById(noId).onclick = () => answer(false);
     dialog.onclose = () => resolve(false);   // Escape
     dialog.showModal();
   });
@@ -99,7 +100,7 @@ export function codeEditor(host, { testid, label, filename, run, badge }) {
     },
     // Whether the controls may replace the text: yes when it is not edited, else the user's answer.
     mayReplace(why) {
-      return this.edited ? askToReplace(why) : Promise.resolve(true);
+      return this.edited ? askInDialog('replace-code', why, 'replace-code-replace', 'replace-code-keep') : Promise.resolve(true);
     },
   };
 }

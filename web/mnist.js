@@ -5,6 +5,7 @@ import uPlot from './uplot/uPlot.esm.js';
 import { oneOfEach, settingsFromHash, wholeNumber } from './link_settings.js';
 import { STEP_CHOICES, STEP_HINT, STEP_LABELS, stepFor } from './step_settings.js';
 import { digitImage, drawingPad } from './mnist_draw.js';
+import { askInDialog } from './editor.js';
 import { timeChart } from './time_chart.js';
 import { $, saveFile, showAge, showBusy, showRunProgress, showStatus, stepAxis, takeFile, trainingStatus } from './ui.js';
 
@@ -132,19 +133,8 @@ export function mnistView(post, initialHash) {
   // Asks in the page's dialog whether a run under way may be thrown away for a fresh model (setting:
   // the changed setting's label); resolves true for Start afresh, false for Keep training (or Escape).
   function mayDiscardRun(setting) {
-    const dialog = $('mnist-discard');
-    $('mnist-discard-why').textContent = `You changed “${setting}” while the model trains.`;
-    return new Promise((resolve) => {
-      const answer = (discard) => {
-        dialog.onclose = null;
-        dialog.close();
-        resolve(discard);
-      };
-      $('mnist-discard-yes').onclick = () => answer(true);
-      $('mnist-discard-no').onclick = () => answer(false);
-      dialog.onclose = () => resolve(false);
-      dialog.showModal();
-    });
+    return askInDialog('mnist-discard', `You changed “${setting}” while the model trains.`, 'mnist-discard-yes',
+                       'mnist-discard-no');
   }
 
   function configure() {
