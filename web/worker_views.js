@@ -108,7 +108,6 @@ class PlannedTraining {
 
 const MNIST_FILES = ['train-images-idx3-ubyte', 'train-labels-idx1-ubyte', 't10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte'];
 let mnist = null;         // a mnist_view.View: the data on the GPU and the Trainer
-let mnistSettings = null; // the controls' settings of the current Trainer
 
 const mnistTraining = new class extends PlannedTraining {
   trainer() { return mnist?.trainer; }
@@ -131,7 +130,6 @@ async function loadMnist() {
 async function mnistConfigure(settings) {
   mnistTraining.loop.stop();
   if (!mnist) await loadMnist();
-  mnistSettings = settings;
   const { model, lr, batch, test, seed, step } = settings;  // the controls' strings
   await call(mnist.configure, model, Number(lr), Number(batch), Number(test), Number(seed), step === 'replayed');
   mnistTraining.restart();
@@ -145,7 +143,6 @@ async function mnistConfigure(settings) {
 async function mnistLoadWeights(data, name) {
   mnistTraining.loop.stop();
   const model = await call(mnist.load_weights, data, name);
-  mnistSettings.model = model;
   mnistTraining.restart();
   post('mnist-loaded', { model });
   await mnistTraining.evaluate();
