@@ -98,7 +98,7 @@ const SIGINT = 2;
 
 // The page's one worker (worker.js: Python and the GPU), with the API of a Worker the views use
 // (postMessage, terminate), and the page's Stop buttons (every button.stop): Stop interrupts the
-// running Python (see worker_python.js); a worker that has not answered within STOP_GRACE_MS is
+// running Python (see worker_python.js); a worker that has not handled it within STOP_GRACE_MS is
 // ended and another started, and receive() hears {type: 'stopped', restarted: true} and the
 // views' '<view>-stopped' with model: false. receive() hears the worker's 'busy' too (whose script
 // runs). The header shows the adapter and the GPU memory held.
@@ -156,7 +156,12 @@ export class PythonWorker {
       Atomics.store(this.interrupt, 0, SIGINT);
     }
     this.worker.postMessage({ type: 'stop' });
-    this.stopTimer = setTimeout(() => this.restart(), STOP_GRACE_MS);
+    this.stopTimer = setTimeout(() => {
+      // A worker that has handled the Stop (byte 1 cleared) has its 'stopped' on the way: the page was
+      // busy as the grace ended, and its timer may run before a message already sent.
+      if (this.interrupt && Atomics.load(this.interrupt, 1) === 0) return;
+      this.restart();
+    }, STOP_GRACE_MS);
   }
 
   restart() {
