@@ -244,6 +244,10 @@ def test_too_large_for_the_adapter_raises_first(runtime, counted):
     rows = int(rng().integers(2, 9))
     cols = -(-elements // rows)
     _too_large(f"shape ({rows}, {cols})", lambda: wg.full((rows, cols), 1.5, device=GPU), counted, runtime)
+    _too_large(f"shape ({rows}, {cols})", lambda: wg.randn(rows, cols, device=GPU), counted, runtime)
+    # the positions' count is known before they are listed: a triangle too large raises at once
+    side = int(rng().integers(70_000, 100_000))
+    _too_large(f"shape (2, {side * (side + 1) // 2})", lambda: wg.tril_indices(side, side, device=GPU), counted, runtime)
 
 
 def test_too_large_under_a_lowered_limit(runtime, counted, monkeypatch):

@@ -78,11 +78,14 @@ def test_eye(device):
     assert_close(wg.eye(3, dtype=wg.int32, device=device), torch.eye(3, dtype=torch.int64), what="int eye")
     assert wg.eye(3, dtype=wg.bool, device=device).dtype is wg.bool
     raises_like(lambda: wg.eye(-1), lambda: torch.eye(-1))
-    for args in ((4, 3), (3, 5, 1), (4, 4, -2), (0, 3), (3, 3, 9)):
+    sizes = [tuple(int(v) for v in rng().integers(-8, 9, 3)) for _ in range(6)]
+    for args in ((4, 3), (3, 5, 1), (4, 4, -2), (0, 3), (3, 3, 9), *((abs(r), abs(c), o) for r, c, o in sizes)):
         for name in ("tril_indices", "triu_indices"):
             ours = getattr(wg, name)(*args, device=device)
             assert ours.device == device, tag(name)
             assert_close(ours, getattr(torch, name)(*args), what=f"{name}{args}")
+    raises_like(lambda: wg.tril_indices(-1, 3), lambda: torch.tril_indices(-1, 3))
+    raises_like(lambda: wg.triu_indices(3, -2), lambda: torch.triu_indices(3, -2))
 
 
 @pytest.mark.parametrize("offset", [0, 2, -1, 7])

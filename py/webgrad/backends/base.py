@@ -142,6 +142,7 @@ class Backend:
 
     # ---- storage ----
     def empty(self, numel, dtype): raise NotImplementedError
+    def check_fits(self, shape, dtype): pass   # raises for a tensor larger than the device holds (webgpu's limits)
     def upload(self, raw, dtype): raise NotImplementedError          # bytes -> storage
     def download(self, view): raise NotImplementedError              # the view's elements, as bytes
     def bitcast(self, storage, dtype): raise NotImplementedError     # the same memory as dtype's elements
@@ -208,7 +209,7 @@ class Backend:
     def cross_entropy_backward(self, logits, labels, stats, grad, ignore_index): raise NotImplementedError
 
     # ---- random: draw() gives (seed, offset) and runs again at each jit replay ----
-    def random(self, numel, normal, draw, dtype): raise NotImplementedError
+    def random(self, shape, normal, draw, dtype): raise NotImplementedError
     def permutation(self, n, half, draw): raise NotImplementedError
 
     # ---- optim: fused updates of many parameters, and gradient clipping over many gradients ----

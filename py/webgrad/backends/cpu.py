@@ -177,8 +177,8 @@ class CPUBackend(Backend):
         np.add.at(out, (rows[real], idx[real]), g[real])
         return out.reshape(-1)
 
-    def random(self, numel, normal, draw, dtype):
-        seed, offset = draw()
+    def random(self, shape, normal, draw, dtype):
+        numel, (seed, offset) = math.prod(shape), draw()
         if normal:
             u = uniform_bits(seed, offset, 2 * numel)
             u1, u2 = u[0::2], u[1::2]

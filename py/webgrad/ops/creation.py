@@ -160,7 +160,7 @@ def _random(size, normal, dtype, device, requires_grad, generator):
         raise TypeError(f"rand/randn produce floating point tensors, not {dtype.name}")
     numel = math.prod(shape)
     drawn = dtypes.float32 if dtype is dtypes.float16 else dtype   # float16: float32 draws, rounded
-    storage = get_backend(device).random(numel, normal, _drawer(2 * numel if normal else numel, generator), drawn)
+    storage = get_backend(device).random(shape, normal, _drawer(2 * numel if normal else numel, generator), drawn)
     out = _new(storage, shape, drawn, device, False)
     return (out.to(dtype) if drawn is not dtype else out).requires_grad_(requires_grad)
 

@@ -3,7 +3,10 @@ triu_indices, diag, diagonal (a view), the atleast_*d family and the stacks (hst
 column_stack, dstack), broadcast_to, meshgrid, rot90, diff, take_along_dim, repeat_interleave,
 index_add and index_fill; and torch's memory formats. Each is a composition of ops that already
 run on both devices, so their gradients come with them."""
+import itertools
+
 from .. import dtypes
+from ..backends import get_backend, resolve_device
 from ..autograd import Function
 from .creation import arange, tensor, zeros
 from ..dtypes import TYPE_NAMES
@@ -44,17 +47,26 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
 def tril_indices(row, col, offset=0, *, dtype=None, device=None):
     """The (2, n) row and column positions of a row x col matrix's lower triangle (below the
     diagonal shifted by offset), row by row."""
-    return _triangle_indices(row, col, lambda i, j: j - i <= offset, dtype, device)
+    return _triangle_indices(row, col, [(0, i + offset + 1) for i in range(max(row, 0))], dtype, device)
 
 
 def triu_indices(row, col, offset=0, *, dtype=None, device=None):
-    return _triangle_indices(row, col, lambda i, j: j - i >= offset, dtype, device)
+    return _triangle_indices(row, col, [(i + offset, col) for i in range(max(row, 0))], dtype, device)
 
 
-def _triangle_indices(row, col, inside, dtype, device):
-    places = [(i, j) for i in range(row) for j in range(col) if inside(i, j)]
-    return tensor([[i for i, _ in places], [j for _, j in places]], dtype=dtype or dtypes.int32,
-                  device=device).reshape(2, len(places))
+def _triangle_indices(row, col, spans, dtype, device):
+    """spans: each row's [first, end) of columns, clipped here to the matrix."""
+    for name, size in (("row", row), ("col", col)):
+        if size < 0:
+            raise RuntimeError(f"{name} must be non-negative, got{size}")   # torch's words
+    spans = [(max(first, 0), min(end, col)) for first, end in spans]
+    count = sum(max(end - first, 0) for first, end in spans)
+    dtype = dtype or dtypes.int32
+    # the device refuses a size it cannot hold before the host lists a billion positions
+    get_backend(resolve_device(device)).check_fits((2, count), dtype)
+    rows = list(itertools.chain.from_iterable(itertools.repeat(i, end - first) for i, (first, end) in enumerate(spans)))
+    cols = list(itertools.chain.from_iterable(range(first, end) for first, end in spans))
+    return tensor([rows, cols], dtype=dtype, device=device).reshape(2, count)
 
 
 # ---- diagonals ----

@@ -48,6 +48,9 @@ class WebGPUBackend(MapKernels, ReduceKernels, MatmulKernels, ConvKernels, Gathe
     def empty(self, numel, dtype):
         return self._empty((numel,), dtype)
 
+    def check_fits(self, shape, dtype):
+        buffer_request(shape, dtype, self.runtime)
+
     def _empty(self, shape, dtype):
         """A buffer for a tensor of this shape; shape only names the tensor in a too-large error."""
         return self.runtime.alloc(*buffer_request(shape, dtype, self.runtime))

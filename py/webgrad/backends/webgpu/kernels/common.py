@@ -112,6 +112,6 @@ def buffer_request(shape, dtype, runtime):
     nbytes = max(4, math.ceil(math.prod(shape) * dtype.gpu_itemsize / 4) * 4)
 
     def what():
-        return f"a {dtype.name} tensor of shape {tuple(shape)}"
+        return f"{'an' if dtype.name[0] in 'aeio' else 'a'} {dtype.name} tensor of shape {tuple(shape)}"
     runtime.check_fits(nbytes, what)
     return nbytes, what

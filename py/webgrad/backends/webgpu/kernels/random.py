@@ -1,5 +1,6 @@
 """The random family (shaders/random.wgsl): counter-based uniform and normal draws, and randperm."""
 import functools
+import math
 
 from .... import dtypes
 from ...base import PERMUTATION_ROUNDS
@@ -25,11 +26,11 @@ def _source():
 
 
 class RandomKernels:
-    def random(self, numel, normal, draw, dtype):
+    def random(self, shape, normal, draw, dtype):
         """draw() gives (seed, offset) and moves the generator on; it runs again at each replay."""
         check_gpu_dtype(dtype, "random")
-        storage = self.empty(numel, dtype)
-        self._random_kernel("main", storage, draw, numel, int(normal), 0)
+        storage = self._empty(shape, dtype)   # shape names the tensor in a too-large error
+        self._random_kernel("main", storage, draw, math.prod(shape), int(normal), 0)
         return storage
 
     def permutation(self, n, half, draw):
