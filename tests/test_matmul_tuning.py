@@ -194,3 +194,31 @@ def test_the_setting(monkeypatch):
         matmul_tuning.tuning_enabled(False)
     monkeypatch.setenv("WEBGRAD_CACHE_DIR", "/some/where")
     assert matmul_tuning.cache_path() == "/some/where/matmul-tiles.json"
+
+
+def test_the_gpu_is_warmed_by_the_prior_before_the_candidates_are_timed(backend, monkeypatch, tmp_path):
+    """With its own (GPU) timer, the tuner first runs the prior back to back for TUNING_WARM_SECONDS, so
+    that the first candidates timed do not meet a clock still coming up; only then are they timed."""
+    monkeypatch.setattr(matmul_tuning, "TUNING_WARM_SECONDS", 0.05 + 0.05 * rng().random())
+    tuner = _tuner(backend, tmp_path / "tiles.json", None)
+    runs, timed_at = [], []
+    timer = tuner.timer
+
+    def timing(candidate, run):
+        timed_at.append(len(runs))
+        return timer(candidate, run)
+    tuner.timer = timing
+    real = tuner._time
+
+    def counting(candidates, run):
+        return real(candidates, lambda *candidate: (runs.append(candidate), run(*candidate))[1])
+    monkeypatch.setattr(tuner, "_time", counting)
+    m, n, k = (int(v) for v in rng().integers(20, 70, size=3))
+    out, expected = _product(backend, tuner, monkeypatch, m, k + 600, n)
+    assert_close(out, expected, atol=1e-4 * math.sqrt(k + 600), rtol=1e-4, what="the tuned product")
+    candidates = list(dict.fromkeys(runs))
+    before_timing = runs[:timed_at[0]]
+    warm = before_timing[len(candidates):]   # after each candidate's first run (its compile)
+    assert before_timing[:len(candidates)] == candidates, tag(f"compile runs {before_timing[:len(candidates)]}")
+    assert len(warm) >= matmul_tuning.WARM_RUNS_QUEUED and set(warm) == {candidates[0]}, tag(f"warm-up {warm}")
+    assert len(timed_at) == matmul_tuning.TUNING_RUNS * len(candidates), tag(f"{len(timed_at)} timings")

@@ -22,6 +22,7 @@ import json
 import math
 import os
 import sys
+import time
 import warnings
 
 from .common import groups
@@ -141,6 +142,11 @@ TUNED_MAX_GROUPS = 1024
 TUNED_MARGIN = 0.03
 # Each candidate runs once (its compile), then TUNING_RUNS times in turns with the others; its least time counts.
 TUNING_RUNS = 3
+# Before its candidates are timed, a class's prior runs back to back for this long: a GPU idle for a
+# moment runs slow until its clock comes up, and an H100 timed a model's first products so at 1.8-3x
+# their time in a step (the later ones near it), which ranked the tiles wrongly (bench/NOTES.md).
+TUNING_WARM_SECONDS = 0.1
+WARM_RUNS_QUEUED = 4   # between two waits, so that the GPU never idles in the warm-up
 # What a dispatch costs besides its GPU time: ~40 us of host time for a split K's sum in an eager
 # product (512^3 on an H100), ~10 us of drain in a replayed step.
 DISPATCH_SECONDS = 20e-6
@@ -149,8 +155,8 @@ CACHE_FORMAT = 1
 # Choices are kept per adapter and revision of shaders/matmul.wgsl and its timing: times taken with an
 # earlier kernel or timer say little of this one (revision 2 dropped the branch around the next step's
 # loads; 3 times the candidates in turns, where one at a time ranked them by a moving clock; 4 tries
-# every split count).
-MATMUL_TUNING_REVISION = 4
+# every split count; 5 warms the GPU first).
+MATMUL_TUNING_REVISION = 5
 
 
 def tuning_enabled(is_software):
@@ -196,6 +202,7 @@ class MatmulTuner:
         self.adapter = (f"{info.get('name', '?')} | {info.get('driver', '')} | {info.get('backend', '')}"
                         f" | matmul r{MATMUL_TUNING_REVISION}")
         self.timer = timer or _gpu_seconds
+        self.warm_seconds = TUNING_WARM_SECONDS if timer is None else 0.0   # (a fake timer needs no warm GPU)
         self.limit = runtime.limits["max_compute_workgroup_storage_size"]
         self._choices = None   # shape class -> (tiles, splits) on this adapter, from the file and since
         self.chosen = {}       # (sizes, layouts, prior) -> (tiles, splits): one dict read per product
@@ -254,12 +261,18 @@ class MatmulTuner:
 
     def _time(self, candidates, run):
         """Each candidate's least time of TUNING_RUNS, taken in turns (one run of each, then the
-        next round) once all have run once (their compiles): a GPU's clock moves while it runs (an
-        H100's between 810 and 1980 MHz within a minute, bench/NOTES.md), and candidates timed one
-        after the other were ranked by the clock of their moment as much as by their tiles."""
+        next round) once all have run once (their compiles) and the GPU is warm (TUNING_WARM_SECONDS):
+        a GPU's clock moves while it runs (an H100's between 810 and 1980 MHz within a minute,
+        bench/NOTES.md), and candidates timed one after the other were ranked by the clock of their
+        moment as much as by their tiles."""
         runs = {candidate: functools.partial(run, *candidate) for candidate in candidates}
         for queue in runs.values():
             queue()
+        warm_until = time.perf_counter() + self.warm_seconds
+        while time.perf_counter() < warm_until:
+            for _ in range(WARM_RUNS_QUEUED):
+                runs[candidates[0]]()
+            self.runtime.sync()
         times = dict.fromkeys(candidates, math.inf)
         for _ in range(TUNING_RUNS):
             for candidate, queue in runs.items():
