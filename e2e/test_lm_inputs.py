@@ -70,6 +70,9 @@ def test_the_large_model_warns_shows_its_progress_and_gives_way(browser, site_ur
             assert "warn" in page.get_attribute("[data-testid=lm-adapter-note]", "class")
             assert page.eval_on_selector("[data-testid=lm-size]", "s => s.selectedOptions[0].text").endswith("(slow here)")
         assert page.get_attribute("[data-testid=lm-size]", "title") == "6 layers, 6 heads, width 192, block 128"
+        # what would wait behind the test is off; what asks for another model, which it gives way to, is on
+        assert enabled(page) == {"train": False, "generate": False, "download": False,
+                                 "run-code": True, "reset": True, "upload": True}, enabled(page)
         for size in ((1440, 900), (390, 844)):
             save_screenshot(page, f"lm-large-{size[0]}.png", size)
             assert option_fits(page), f"the size menu cuts its option short at {size[0]} px"
@@ -83,5 +86,5 @@ def test_the_large_model_warns_shows_its_progress_and_gives_way(browser, site_ur
         status_is(page, "Ready", 200)
         waited = time.monotonic() - chosen
         assert page.text_content("#lm-about").count("1 layer, 2 heads") == 1, "the tiny model's account"
-        assert text(page, "lm-val-loss") != "–"
+        assert text(page, "lm-val-loss") != "–" and all(enabled(page).values()), enabled(page)
         print(f"seed {SEED}: the tiny model was ready {waited:.0f} s after it was chosen")

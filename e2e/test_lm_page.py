@@ -231,17 +231,23 @@ def test_your_own_text_trains_a_model_of_its_characters(trained):
     page.select_option("[data-testid=lm-corpus]", "custom")
     assert "Use this text" in status(page) and page.is_visible("[data-testid=lm-text]")
     assert page.input_value("[data-testid=lm-prompt]") == ""
+    # no text yet, so no model: the names' one goes, and nothing speaks of it as the text's, as a link
+    # to the view opens it (the link says custom)
+    wait_for(page, "document.querySelector('#lm-about').textContent === ''", 30)
+    assert "Use this text" in status(page) and "corpus=custom" in page.url
+    assert code_text(page, "lm-code") == "" and text(page, "lm-val-loss") == "–" and text(page, "lm-sample") == ""
+    assert not any(controls(page)[0].values()), "no model: nothing to train, sample, download or run"
 
     for blank in ("", " \n\t "):   # nothing to use: the button says so
         page.fill("[data-testid=lm-text]", blank)
         assert page.is_disabled("[data-testid=lm-use-text]")
         assert "Paste a text" in page.get_attribute("[data-testid=lm-use-text]", "title")
 
-    names_model = controls(page)   # the names' model stays, with the controls as they were
+    no_model = controls(page)   # a text that makes none leaves the controls as they were
     assert refused(page, "a").startswith("The text is too short: 1 character; this model needs at least 180")
-    assert controls(page) == names_model
+    assert controls(page) == no_model
     assert "too short: 130 characters" in refused(page, "to be or not\n" * 10)
-    assert controls(page) == names_model
+    assert controls(page) == no_model
 
     own = "It was the best of times, it was the worst of times.\n" * 40
     page.fill("[data-testid=lm-text]", own)

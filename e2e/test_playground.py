@@ -2,7 +2,7 @@
 import os
 
 from e2e.browser import code_text, code_text_js
-from e2e.conftest import offers_timestamps, pause, printed_json, steps, text, wait_for
+from e2e.conftest import ARTIFACTS, offers_timestamps, pause, printed_json, steps, text, wait_for
 
 
 XOR = "#dataset=xor&noise=0&ratio=50&batch=16&hidden=8,8&activation=tanh&lr=0.03&optimizer=adam&l2=0&seed=1"
@@ -31,6 +31,42 @@ def test_page_loads_and_shows_the_adapter(page, open_playground):
     stepping = "eager" if adapter.endswith("(software)") else "replayed"
     assert page.input_value("[data-testid=stepping]") == stepping
     assert ("@wg.jit" in code_text(page)) == (stepping == "replayed")
+
+
+def first_screen(page):
+    """Where Play and the output plot are, in CSS px of the page ([top, bottom] each), and on how many
+    lines the score's label is written."""
+    return page.evaluate("""() => {
+        const at = (selector) => { const r = document.querySelector(selector).getBoundingClientRect();
+                                   return [r.top + scrollY, r.bottom + scrollY]; };
+        const text = document.createRange();
+        text.selectNodeContents(document.querySelector('#score-label'));
+        return {play: at('[data-testid=train]'), plot: at('#boundary'),
+                lines: new Set([...text.getClientRects()].map((r) => Math.round(r.top))).size}; }""")
+
+
+def test_the_first_screen_shows_play_and_the_plot_on_a_laptop_and_a_phone(page, open_playground):
+    """As in the TensorFlow Playground, the picture is the point: on a phone too, the page opens on
+    Play and (at least the top half of) the plot, and the score's label, "(untrained)" and all,
+    takes one line. Screenshots of the first screen at both sizes."""
+    for width, height in ((1440, 900), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        open_playground("#dataset=xor")
+        for regression in (False, True):
+            if regression:
+                page.select_option("[data-testid=problem]", "regression")
+                wait_for(page, "document.querySelector('#score-label').textContent === 'Test R² (untrained)'", 30)
+            else:
+                assert page.text_content("#score-label") == "Test accuracy (untrained)"
+                os.makedirs(ARTIFACTS, exist_ok=True)
+                page.screenshot(path=os.path.join(ARTIFACTS, f"playground-first-screen-{width}.png"))
+            shown = first_screen(page)
+            assert shown["play"][1] <= height, (width, shown)
+            top, bottom = shown["plot"]
+            assert top + (bottom - top) / 2 <= height, f"the plot's top half is below the first screen: {width}, {shown}"
+            assert shown["lines"] == 1, f"the score's label wraps at {width} px: {shown}"
+        assert page.evaluate("document.documentElement.scrollWidth <= innerWidth"), f"scrolls sideways at {width} px"
+        page.goto("about:blank")
 
 
 def test_xor_trains_to_full_test_accuracy(page, open_playground, screenshot):

@@ -34,6 +34,23 @@ def corners(page):
     }""")
 
 
+def loss_axis(page):
+    """What the loss chart draws left of its y axis's ticks, where only the axis's name belongs (which
+    pixels: a string of 0s and 1s, row by row), and how many pixels it draws on that axis beside the
+    plot (its ticks and their labels; the x axis's first label reaches under it)."""
+    return page.evaluate("""() => {
+        const canvas = document.querySelector('#chart canvas');
+        const box = canvas.getBoundingClientRect();
+        const axis = document.querySelectorAll('#chart .u-axis')[1].getBoundingClientRect();
+        const px = (v, from) => Math.floor((v - from) * canvas.width / box.width);
+        const drawn = (x0, x1, y0, y1) => { const pixels = canvas.getContext('2d').getImageData(x0, y0, x1 - x0, y1 - y0).data;
+                                            return Array.from({length: pixels.length / 4}, (_, i) => (pixels[4 * i + 3] > 0 ? 1 : 0)); };
+        const [left, right] = [axis.left, axis.right].map((x) => px(x, box.left));
+        const [top, bottom] = [axis.top, axis.bottom].map((y) => px(y, box.top));
+        return {name: drawn(0, left, 0, canvas.height).join(''),
+                ticks: drawn(left, right - 1, top, bottom).filter(Boolean).length}; }""")   # right - 1: not the plot's edge
+
+
 def test_a_feature_toggle_widens_the_input_and_trains(page, open_playground, screenshot):
     open_playground("#dataset=circles&hidden=8,8&seed=3")
     before = diagram(page)
@@ -112,6 +129,17 @@ def test_training_that_diverges_stops_and_says_why(page, open_playground, screen
     keep the last frame whose loss was a number, rather than NaN and a black plot."""
     open_playground("#dataset=plane&lr=1&optimizer=sgd&l2=0.1&l1=0.1")
     assert page.text_content("#score-label") == "Test R² (untrained)"
+    # The loss grows some hundredfold a step: the axis makes room for long ticks (at 3e10, "3.0e+10" was
+    # drawn over its name), and past 1e33 it has ticks at all (uPlot's own spacings end at 5e32).
+    name_only = loss_axis(page)["name"]   # a fresh model's loss: short ticks
+    assert "1" in name_only
+    for huge in (1e10, 1e33):
+        while float(text(page, "loss")) < huge and (step := steps(page)) < 30:
+            page.click("[data-testid=step]")
+            wait_for(page, f"document.querySelector('[data-testid=step-count]').textContent === '{step + 1}'", 20)
+        assert huge <= float(text(page, "loss")) < 1e38, text(page, "loss")
+        axis = loss_axis(page)
+        assert axis["ticks"] > 0 and axis["name"] == name_only, f"the loss axis at {text(page, 'loss')}: {axis['ticks']}"
     page.click("[data-testid=train]")
     wait_for(page, "document.querySelector('[data-testid=status]').textContent.startsWith('Training diverged')", 60)
     assert text(page, "status").endswith("lower the learning rate or the regularization, then press Reset"), text(page, "status")

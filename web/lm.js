@@ -10,10 +10,11 @@ import { STEP_HINT, stepFor } from './step_settings.js';
 import { FAST_ON_SOFTWARE, LABELS, LM_CHOICES, lmFromHash, lmToHash, MAX_PROMPT, PROMPTS, SEED, SIZES,
          sizeLabel } from './lm_settings.js';
 import uPlot from './uplot/uPlot.esm.js';
-import { $, printTo, saveFile, showAge, showBusy, showRunProgress, showStatus, stepAxis, takeFile,
-         trainingStatus } from './ui.js';
+import { $, enteredSeed, isNewRun, lossAxis, printTo, saveFile, showAge, showBusy, showRunProgress, showStatus,
+         stepAxis, takeFile, trainingStatus } from './ui.js';
 
 const MAX_TEXT = 20e6;   // characters of the user's own text
+const PASTE_TEXT = 'Paste a text or choose a file, then press Use this text';
 // How lm_view's Refused starts an error's last line: what the user gave (a text, a file) made no model,
 // and its message is for them. Other errors are bugs, and keep their type.
 const REFUSED = /^lm_view\.Refused: /;
@@ -33,7 +34,8 @@ export function lmView(send, initialHash) {
   let plan = 0;               // the step count the current Train run stops at
   let runLength = 0;          // that run's length in steps (Train for when it started)
   let evaluatedAt = null;     // the step count the validation loss shown is from
-  let info = null;            // the worker's account of the model: lm_view.Session.info
+  let info = null;            // the worker's account of the model: lm_view.Session.info; null: no model
+  let preparing = false;      // a model asked for is on its way: made, tested and writing its first sample
   let loaded = null;          // the model size of a weights file or a script that is none of SIZES, and {from}
   let ownPrompt = null;       // the prompt from a text of the user's on its way: the prompt once it makes a model
   let curves = [[], [], [], []];  // steps, training loss, validation loss, the letter-frequency baseline
@@ -54,9 +56,8 @@ export function lmView(send, initialHash) {
   $('lm-temperature').addEventListener('input', showTemperature);
   $('lm-prompt').value = settings.prompt;
   $('lm-prompt').addEventListener('input', promptChanged);
-  // A Train for other than the paused run's starts a new run of that length (as MNIST's Train).
   $('lm-train').onclick = () => post({ type: 'lm-train', steps: Number(settings.steps),
-                                       newRun: Number(settings.steps) !== runLength });
+                                       newRun: isNewRun(Number(settings.steps), runLength) });
   $('lm-pause').onclick = () => {
     post({ type: 'lm-pause' });
     $('lm-pause').disabled = true;
@@ -105,11 +106,7 @@ export function lmView(send, initialHash) {
 
   async function changed(key) {
     const value = $(`lm-${key}`).value;
-    if (key === 'seed' && SEED.read(value) === undefined) {   // the field shows the seed in use again, and says why
-      $('lm-seed').value = settings.seed;
-      setStatus(`The seed is ${SEED.allowed}: still ${settings.seed}`, 'error');
-      return;
-    }
+    if (key === 'seed' && enteredSeed($('lm-seed'), SEED, settings.seed, 'lm-status') === undefined) return;
     const makesModel = !['every', 'topk', 'temperature', 'steps'].includes(key);   // configure() below
     const label = $(`lm-${key}`).closest('.field').querySelector('.label').textContent;
     if (makesModel && !(await mayReplaceCode(`You changed “${label}”`))) {
@@ -147,20 +144,38 @@ export function lmView(send, initialHash) {
     return code.mayReplace(`${why}, and the script below has your edits.`);
   }
 
-  // A fresh model from the controls (the user's own text waits for Use this text).
+  // A fresh model from the controls. Your own text chosen and none given yet makes none, and the
+  // model before goes (the worker answers with no session): as a link to the view opens it, with
+  // nothing that speaks of another text's model as if it were this one's.
   function configure() {
     if (!started) return;
-    if (settings.corpus === 'custom' && !$('lm-own').dataset.used && ownPrompt === null) {
-      setStatus('Paste a text or choose a file, then press Use this text');
+    setBusy(true);
+    if (waitsForText()) {
+      setStatus(PASTE_TEXT);
+      if (info || preparing) post({ type: 'lm-drop' });
       return;
     }
-    setBusy(true);
-    setStatus('Making a fresh model…');
+    prepare('Making a fresh model…');
     post({ type: 'lm-configure', settings: modelSettings() });
   }
 
+  // Your own text is chosen and none given yet.
+  const waitsForText = () => settings.corpus === 'custom' && !$('lm-own').dataset.used && ownPrompt === null;
+
+  // A new model is asked for: until it is tested and has written a sample, Train, Generate and
+  // Download would wait behind that (minutes, for a large model on a software GPU), so they are off.
+  function prepare(status) {
+    preparing = true;
+    setBusy(true);
+    setStatus(status);
+  }
+
+  // Without a model there is nothing to press. What asks for another model stays on while one is
+  // prepared: its test gives way to the newer model.
   function setBusy(busy) {
-    showBusy('lm', ['lm-train', 'lm-reset', 'lm-download', 'lm-upload', 'lm-generate', 'lm-run-code'], busy, training);
+    showBusy('lm', ['lm-train', 'lm-reset', 'lm-download', 'lm-upload', 'lm-generate', 'lm-run-code'], busy || !info,
+             training);
+    if (preparing) for (const id of ['lm-train', 'lm-generate', 'lm-download']) $(id).disabled = true;
   }
 
   function setStatus(text, kind) {
@@ -229,8 +244,9 @@ export function lmView(send, initialHash) {
              topK: Number(settings.topk), every: Number(settings.every) };
   }
 
+  // A model being prepared writes a sample with the latest settings anyway.
   function sample() {
-    if (started && info && promptOk()) post({ type: 'lm-sample' });
+    if (started && info && promptOk() && !preparing) post({ type: 'lm-sample' });
   }
 
   // The prompt's characters must be the text's: the model knows no others.
@@ -271,12 +287,8 @@ export function lmView(send, initialHash) {
     timePanel.fresh();
   }
 
-  // The bar is the run under way, paused or just ended, until Train for names another length: then
-  // it is the run that Train starts next, from here.
   function showProgress(steps) {
-    const length = Number(settings.steps);
-    const sameRun = training || length === runLength;
-    showRunProgress('lm', steps, sameRun ? plan : steps + length, sameRun ? runLength : length);
+    showRunProgress('lm', steps, { training, plan, runLength }, Number(settings.steps));
     showAge('lm-val-loss', evaluatedAt, steps, 'measured every few seconds');
   }
 
@@ -296,7 +308,7 @@ export function lmView(send, initialHash) {
     chart = new uPlot({
       width: box.clientWidth || 400, height: 210,
       scales: { x: { time: false }, y: { range: (u, min, max) => [0, Math.max(max ?? 1, 1)] } },
-      axes: [stepAxis('training step', 40), { label: 'loss (nats per character)', size: 48 }],
+      axes: [stepAxis('training step', 40), lossAxis('loss (nats per character)', 48)],
       legend: { live: false },
       cursor: { show: false },
       series: [{}, line('training loss', '#f59322'), line('validation loss', '#0b3d63', { points: { show: true, size: 5 } }),
@@ -323,6 +335,22 @@ export function lmView(send, initialHash) {
     $('lm-baseline').textContent = info.baseline.toFixed(3);
     fresh(info.steps);
     promptOk();
+    setBusy(false);
+  }
+
+  // No model (the worker let the last one go: see configure()).
+  function showNoModel() {
+    info = null;
+    preparing = false;
+    code.show('');
+    $('lm-about').textContent = '';
+    $('lm-baseline').textContent = '–';
+    $('lm-sample').replaceChildren();
+    $('lm-sample-note').textContent = '';
+    attention.clear();
+    fresh(0);
+    setBusy(true);
+    setStatus(PASTE_TEXT);
   }
 
   // ---- weights
@@ -330,8 +358,7 @@ export function lmView(send, initialHash) {
   async function loadWeights() {
     const file = await takeFile($('lm-upload'));
     if (!file || !(await mayReplaceCode(`You loaded ${file.name}`))) return;
-    setBusy(true);
-    setStatus(`Loading ${file.name}…`);
+    prepare(`Loading ${file.name}…`);
     post({ type: 'lm-load', data: file.data, name: file.name }, [file.data.buffer]);
   }
 
@@ -341,8 +368,7 @@ export function lmView(send, initialHash) {
     if (!started) return;
     $('lm-output').replaceChildren();
     code.markError(null);
-    setBusy(true);
-    setStatus('Running your script…');
+    prepare('Running your script…');
     post({ type: 'lm-run', source: code.text });
   }
 
@@ -350,7 +376,12 @@ export function lmView(send, initialHash) {
 
   const handlers = {
     'lm-status': ({ text }) => setStatus(text),
-    'lm-session': ({ info: next, why }) => showSession(next, why),
+    'lm-session': ({ info: next, why }) => (next ? showSession(next, why) : showNoModel()),
+    'lm-ready'({ text }) {   // the new model is tested and has written a sample
+      preparing = false;
+      setBusy(false);
+      setStatus(text);
+    },
     'lm-state'(state) {
       if (state.training && state.plan !== plan) runLength = state.plan - (curves[0].at(-1) ?? 0);   // a new run
       const status = trainingStatus(training, state, curves[0].at(-1), settings.steps);
@@ -379,6 +410,7 @@ export function lmView(send, initialHash) {
       setStatus(`Saved ${name} (${(data.byteLength / 1e6).toFixed(2)} MB)`);
     },
     'lm-ran'({ error }) {   // a script that ran: the worker said so in the status
+      if (error) preparing = false;   // the model before stays
       setBusy(false);
       if (!error) return;
       printTo($('lm-output'), error, 'error');
@@ -392,12 +424,14 @@ export function lmView(send, initialHash) {
     },
     'lm-error'({ text }) {
       ownPrompt = null;   // a text of the user's that made no model leaves the prompt as it was
-      setBusy(!started || !info);  // without a worker (no WebGPU) or a model there is nothing to press
+      preparing = false;
+      setBusy(!started);  // without a worker (no WebGPU) there is nothing to press
       setStatus(text.replace(REFUSED, ''), 'error');
     },
     // After Stop; restarted: the worker was replaced, and start() makes a model again once it is ready.
     'lm-stopped'({ model, restarted, where }) {
       training = false;
+      preparing = false;
       if (restarted) {
         started = false;
         delete $('lm-own').dataset.used;   // the fresh worker has not got the user's text
@@ -408,7 +442,8 @@ export function lmView(send, initialHash) {
       $('lm-reset').disabled = restarted;
       const what = where ? `Stopped: Python was interrupted ${where}; ` : 'Stopped: ';
       setStatus(restarted ? 'Stopped: Python was restarted, and a fresh model comes once it is ready'
-        : what + (model ? 'press Train to go on' : 'the model is not ready: press Reset to make one'));
+        : what + (model ? 'press Train to go on' : waitsForText() ? PASTE_TEXT.toLowerCase()
+          : 'the model is not ready: press Reset to make one'));
     },
   };
 

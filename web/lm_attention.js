@@ -9,7 +9,8 @@ const SCALE = [[255, 255, 255], [198, 219, 239], [107, 174, 214], [33, 113, 181]
 export const shown = (c) => ({ '\n': '↵', ' ': '␣', '\t': '⇥' })[c] ?? c;
 
 // The map; prompt() is the prompt the user set, which may be longer than the model's block.
-// Returns {show(maps)} for the worker's maps: {tokens, layers, heads, weights: Float32Array (layers, heads, T, T)}.
+// Returns {show(maps), clear()}: show draws the worker's maps, {tokens, layers, heads, weights: Float32Array
+// (layers, heads, T, T)}; clear leaves no map (the view has no model).
 export function attentionMap(prompt) {
   let maps = null;
   $('lm-layer').onchange = $('lm-head').onchange = draw;
@@ -26,6 +27,18 @@ export function attentionMap(prompt) {
     pick('lm-layer', maps.layers, 'Layer');
     pick('lm-head', maps.heads, 'Head');
     draw();
+  }
+
+  function clear() {
+    maps = null;
+    const canvas = $('lm-attention');
+    canvas.width = canvas.height = 0;
+    canvas.style.width = canvas.style.height = '0px';
+    delete canvas.dataset.tokens;
+    delete canvas.dataset.weights;
+    $('lm-layer').replaceChildren();
+    $('lm-head').replaceChildren();
+    $('lm-attention-note').textContent = '';
   }
 
   // The chosen head's weights as a heat map: row i is the prompt's i-th character, and its cells
@@ -83,7 +96,7 @@ export function attentionMap(prompt) {
     }
   }
 
-  return { show };
+  return { show, clear };
 }
 
 // A weight in [0, 1] as an [r, g, b] of SCALE, linearly between its stops.

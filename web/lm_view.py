@@ -235,6 +235,10 @@ class View:
         self.session, self.settings = session, settings
         return session.info()
 
+    def drop(self):
+        """No Session: the page's own text is chosen and none given yet."""
+        self.session = None
+
     def _restore_own_text(self):
         if self.own_text is None:
             os.remove(CUSTOM_FILE)

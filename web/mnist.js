@@ -7,7 +7,8 @@ import { STEP_CHOICES, STEP_HINT, STEP_LABELS, stepFor } from './step_settings.j
 import { digitImage, drawingPad } from './mnist_draw.js';
 import { askInDialog } from './editor.js';
 import { timeChart } from './time_chart.js';
-import { $, saveFile, showAge, showBusy, showRunProgress, showStatus, stepAxis, takeFile, trainingStatus } from './ui.js';
+import { $, enteredSeed, isNewRun, lossAxis, saveFile, showAge, showBusy, showRunProgress, showStatus, stepAxis,
+         takeFile, trainingStatus } from './ui.js';
 
 export const MNIST_CHOICES = {
   model: ['mlp', 'cnn'],
@@ -66,9 +67,8 @@ export function mnistView(post, initialHash) {
     $(`mnist-${key}`).value = settings[key];
     $(`mnist-${key}`).addEventListener('change', () => changed(key));
   }
-  // A Train for other than the paused run's starts a new run of that length.
   $('mnist-train').onclick = () => post({ type: 'mnist-train', steps: Number(settings.steps),
-                                          newRun: Number(settings.steps) !== runLength });
+                                          newRun: isNewRun(Number(settings.steps), runLength) });
   $('mnist-pause').onclick = () => post({ type: 'mnist-pause' });
   $('mnist-reset').onclick = configure;
   $('mnist-download').onclick = () => post({ type: 'mnist-save' });
@@ -108,12 +108,8 @@ export function mnistView(post, initialHash) {
   // Every setting but Train for makes a fresh model: during a run, only once the user agrees.
   async function changed(key) {
     const input = $(`mnist-${key}`);
-    const value = key === 'seed' ? SEED.read(input.value) : input.value;
-    if (value === undefined) {   // the field shows the seed in use again, and says why
-      input.value = settings.seed;
-      setStatus(`The seed is ${SEED.allowed}: still ${settings.seed}`, 'error');
-      return;
-    }
+    const value = key === 'seed' ? enteredSeed(input, SEED, settings.seed, 'mnist-status') : input.value;
+    if (value === undefined) return;
     if (key !== 'steps' && training && !(await mayDiscardRun(input.closest('.field').querySelector('.label').textContent))) {
       input.value = settings[key];
       return;
@@ -166,12 +162,8 @@ export function mnistView(post, initialHash) {
 
   const shownSteps = () => curves[0].at(-1) ?? 0;
 
-  // The bar is the run under way, paused or just ended, until Train for names another length: then
-  // it is the run that Train starts next, from here.
   function showProgress(steps) {
-    const length = Number(settings.steps);
-    const sameRun = training || length === runLength;
-    showRunProgress('mnist', steps, sameRun ? plan : steps + length, sameRun ? runLength : length);
+    showRunProgress('mnist', steps, { training, plan, runLength }, Number(settings.steps));
     $('mnist-epoch').textContent = ((steps * Number(settings.batch)) / TRAIN_SIZE).toFixed(2);
     showAccuracyAge(steps);
   }
@@ -200,7 +192,7 @@ export function mnistView(post, initialHash) {
     chart = new uPlot({
       width: box.clientWidth || 400, height: 190,
       scales: { x: { time: false }, loss: { range: (u, min, max) => [0, Math.max(max ?? 1, 0.1)] }, acc: { range: [0, 1] } },
-      axes: [stepAxis('training step', 34), { scale: 'loss', label: 'loss', size: 40, labelSize: 20 },
+      axes: [stepAxis('training step', 34), { scale: 'loss', ...lossAxis('loss', 40), labelSize: 20 },
              { scale: 'acc', label: 'accuracy', side: 1, size: 44, labelSize: 20, grid: { show: false },
                values: (u, ticks) => ticks.map((t) => `${Math.round(t * 100)}%`) }],
       legend: { live: false },

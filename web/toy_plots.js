@@ -3,7 +3,7 @@
 // They read the arrays web/playground.py sends ('points' once per model, 'frame' after each chunk
 // of steps); their layout is documented there.
 import uPlot from './uplot/uPlot.esm.js';
-import { stepAxis } from './ui.js';
+import { lossAxis, stepAxis } from './ui.js';
 
 const ORANGE = [245, 147, 34];   // negative values, class 0
 const BLUE = [8, 119, 189];      // positive values, class 1
@@ -196,10 +196,6 @@ function heatmapURL(map, j) {
 
 const HEIGHT = 180;
 
-// A loss axis's tick: in full, short of a loss that has grown huge (a run on its way to diverging),
-// whose digits would not fit.
-const lossTick = (t) => (Math.abs(t) < 1e4 ? t.toLocaleString('en') : t.toPrecision(2));
-
 // The training and test loss against the step, in box; returns a function that sets the curves
 // ([steps, training loss, test loss]).
 export function lossChart(box) {
@@ -207,7 +203,7 @@ export function lossChart(box) {
     width: box.clientWidth || 360, height: HEIGHT,
     scales: { x: { time: false }, y: { range: (u, min, max) => [0, Math.max(max ?? 1, 0.05)] } },
     axes: [stepAxis('step', 40),
-           { label: 'loss', size: 56, labelSize: 18, values: (u, ticks) => ticks.map(lossTick) }],
+           { ...lossAxis('loss', 56), labelSize: 18 }],
     legend: { live: false },
     cursor: { show: false },
     series: [{}, { label: 'training loss', stroke: '#f59322', width: 2, points: { show: false } },

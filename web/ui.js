@@ -64,13 +64,32 @@ export function showToggle(play, pause, running, pauseDisabled) {
   if (document.activeElement === gone) shown.focus();
 }
 
-// A view's progress bar (`${prefix}-progress`) through the Train run that stops at step plan (each
-// run is runLength steps; plan 0: none yet), and its step count.
-export function showRunProgress(prefix, steps, plan, runLength) {
-  const start = plan > 0 ? plan - runLength : 0;
-  $(`${prefix}-progress`).max = runLength;
-  $(`${prefix}-progress`).value = Math.min(runLength, Math.max(0, steps - start));
+// MNIST's and the language model's Train-for bars and Train buttons, the same: the run shown is the
+// one under way, paused or just ended ({training, plan: the step count it stops at (0: none yet),
+// runLength: its steps}) until Train for names another length (length); then it is the next run,
+// from here (steps), which Train starts afresh (newRun) instead of going on with the paused one.
+export const isNewRun = (length, runLength) => length !== runLength;
+
+// A view's progress bar (`${prefix}-progress`) through the run shown (see isNewRun), and its step count.
+export function showRunProgress(prefix, steps, { training, plan, runLength }, length) {
+  const next = !training && isNewRun(length, runLength);
+  const [end, shownLength] = next ? [steps + length, length] : [plan, runLength];
+  const start = end > 0 ? end - shownLength : 0;
+  $(`${prefix}-progress`).max = shownLength;
+  $(`${prefix}-progress`).value = Math.min(shownLength, Math.max(0, steps - start));
   $(`${prefix}-step-count`).textContent = String(steps);
+}
+
+// A seed entered in input that the reader seed (link_settings.js's wholeNumber) will not take goes
+// back to the seed in use (inUse), and the status line (statusId) says why. Returns the seed read,
+// or undefined for one turned back.
+export function enteredSeed(input, seed, inUse, statusId) {
+  const value = seed.read(input.value);
+  if (value === undefined) {
+    input.value = inUse;
+    showStatus(statusId, `The seed is ${seed.allowed}: still ${inUse}`, 'error');
+  }
+  return value;
 }
 
 // A readout measured every few seconds (a test accuracy, a validation loss; its element id) says the
@@ -190,6 +209,15 @@ function showMemory({ live_bytes: live, pool_bytes: pool }) {
   box.title = `GPU memory webgrad holds: ${size(live)} in tensors, ${size(pool)} freed and kept for reuse`;
   Object.assign(box.dataset, { live, pool });
 }
+
+// A loss chart's y axis. Its ticks in full, short of a loss that has grown huge (a run on its way to
+// diverging), and short enough then to leave room for the axis's name: 1e6, 2.5e30. Its spacings 1,
+// 2, 2.5 and 5 times a power of ten as uPlot's own, which stop at 5e32 (no ticks at all for a loss
+// past about 1e33), up to float32's largest.
+const LOSS_INCRS = Array.from({ length: 71 }, (_, i) => [1, 2, 2.5, 5].map((m) => Number(`${m}e${i - 32}`))).flat();
+const lossTick = (t) => (Math.abs(t) < 1e4 ? t.toLocaleString('en')
+  : Number(t.toPrecision(3)).toExponential().replace('e+', 'e'));
+export const lossAxis = (label, size) => ({ label, size, incrs: LOSS_INCRS, values: (u, ticks) => ticks.map(lossTick) });
 
 // A loss chart's x axis of training steps: whole steps 1-2-5 apart (uPlot's own ticks show 0.2,
 // 0.4 ... while a run has few steps).

@@ -31,10 +31,12 @@
 // every: the steps between two while training).
 //   in:  {type: 'lm-configure', settings} (a fresh model; settings as lm_view.script takes them),
 //        {type: 'lm-text', text} (the user's own text, for the next configure), {type: 'lm-run', source},
+//        {type: 'lm-drop'} (no model: the user's own text is chosen and none given yet),
 //        {type: 'lm-train', steps, newRun}, {type: 'lm-pause'}, {type: 'lm-sample'} (a sample now), {type: 'lm-profile'},
 //        {type: 'lm-sampling'} (the sampling settings alone),
 //        {type: 'lm-save', corpus}, {type: 'lm-load', data, name}
-//   out: {type: 'lm-status', text}, {type: 'lm-session', info, why: 'configure' | 'run' | 'load'},
+//   out: {type: 'lm-status', text}, {type: 'lm-session', info, why: 'configure' | 'run' | 'load'} (info null: no model),
+//        {type: 'lm-ready', text} (a new model is tested and has written its first sample),
 //        {type: 'lm-progress', data: [steps, loss], stepMs}, {type: 'lm-eval', data: [steps, loss]},
 //        {type: 'lm-testing', done, total} (an evaluation's batches so far, of total or null),
 //        {type: 'lm-state', training, plan}, {type: 'lm-sample', sample}, {type: 'lm-attention', maps},

@@ -247,7 +247,7 @@ async function lmStart(why, make, done) {
   if (asked !== lmAsked) return null;   // a newer model comes next
   post('lm-status', { text: 'Writing a sample…' });
   await lmTraining.show();
-  post('lm-status', { text: done });
+  post('lm-ready', { text: done });
   return null;
 }
 
@@ -261,6 +261,13 @@ const lmMessages = {
   'lm-configure': ({ settings }) => newModel(async () => {
     await loadCorpus(settings.corpus);
     await lmStart('configure', () => call(lm.configure, JSON.stringify(settings)), 'Ready: press Train');
+  }),
+  // Your own text chosen and none given yet: no model (a run of the last one ends untested).
+  'lm-drop': () => newModel(async () => {
+    lmTraining.loop.stop(true);
+    if (lm) await call(lm.drop);
+    lmTraining.restart();
+    post('lm-session', { info: null, why: 'configure' });
   }),
   'lm-text': ({ text }) => lmTraining.task(async () => py.FS.writeFile('/home/pyodide/input.txt', text)),
   'lm-run': ({ source }) => newModel(async () => {
