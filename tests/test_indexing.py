@@ -221,6 +221,7 @@ def test_tensor_indexing_repeats_accumulate_and_negative_indices(device):
     idx = np.array([5, 1, 5, -1, 0, -6, 1, 1], np.int32)
     check_op(lambda t, i: t[i], x, idx, device=device)
     check_op(lambda t: t[[2, 2, 0, -2]], x, device=device)
+    check_op(lambda t, i: t[i], x, np.array(int(rng().integers(-6, 6)), np.int32), device=device)   # 0-d: as an int
 
 
 # ---- gather / index_select ----
