@@ -149,8 +149,8 @@ export function lmView(send, initialHash) {
   // nothing that speaks of another text's model as if it were this one's.
   function configure() {
     if (!started) return;
-    setBusy(true);
     if (waitsForText()) {
+      setBusy(true);
       setStatus(PASTE_TEXT);
       if (info || preparing) post({ type: 'lm-drop' });
       return;
