@@ -90,6 +90,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
 {{load_next}}
 {{multiply}}
     }
-    let base = wg.z * m * n;
+    let base = start.out_at;
 {{store}}
 }

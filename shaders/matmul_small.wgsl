@@ -38,6 +38,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     for (var t = start.k0; t < k; t++) {
 {{multiply}}
     }
-    let base = wg.z * m * n;
+    let base = start.out_at;
 {{store}}
 }

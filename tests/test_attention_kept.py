@@ -5,6 +5,7 @@ masks, layouts, grouped heads, empty sides, MultiheadAttention, the dispatches, 
 tests/test_attention.py checks the fused kernels the same way."""
 import numpy as np
 import pytest
+import torch
 import torch.nn.functional as TF
 
 import test_attention as base
@@ -12,7 +13,7 @@ import webgrad as wg
 import webgrad.nn.functional as F
 from webgrad.backends.webgpu.kernels import attention as attention_kernels
 from webgrad.ops import attention as attention_op
-from conftest import check_op, dispatched_kernels, randn, rng, tag, wg_tensor
+from conftest import assert_close, check_op, dispatched_kernels, randn, rng, tag, wg_tensor
 
 
 @pytest.fixture
@@ -119,3 +120,66 @@ def test_sdpa_kept_weights_causal_through_tiles(kept, monkeypatch):
     inputs = [randn(2, 2, 45, 24), randn(2, 2, 38, 24), randn(2, 2, 38, 20)]
     check_op(base._sdpa(F, is_causal=True), *inputs, device="webgpu", torch_fn=base._sdpa(TF, is_causal=True),
              grad=[0, 1, 2], fd=False)
+
+
+def test_sdpa_kept_weights_gpt_views_copy_nothing(kept, monkeypatch):
+    """Kept weights, the GPT's views of one (B, T, 3C) projection: forward its three dispatches (P v
+    written in torch's layout, so the transpose back is a view), backward its five (dq, dk and dv
+    written where the projection's gradient holds them, so split's backward concatenates nothing);
+    values and the projection's gradient as torch's."""
+    heads, head = 3, 16
+    x, grad = randn(2, 19, 3 * heads * head), randn(2, 19, heads * head)
+    wx = wg_tensor(x, "webgpu", requires_grad=True)
+    kernels = dispatched_kernels(monkeypatch)
+    y = F.scaled_dot_product_attention(*base._gpt_heads(wx, heads), is_causal=True)
+    y = y.transpose(1, 2).contiguous().view(2, 19, heads * head)
+    assert len(kernels) == 3, tag(f"forward took {len(kernels)} dispatches")
+    y.backward(wg_tensor(grad, "webgpu"))
+    assert len(kernels) == 3 + 5, tag(f"backward took {len(kernels) - 3} dispatches")
+    tx = torch.tensor(x, requires_grad=True)
+    ty = TF.scaled_dot_product_attention(*base._gpt_heads(tx, heads), is_causal=True)
+    ty.transpose(1, 2).contiguous().view(2, 19, heads * head).backward(torch.tensor(grad))
+    assert_close(y.detach().numpy(), ty.transpose(1, 2).reshape(2, 19, -1).detach().numpy())
+    assert_close(wx.grad.numpy(), tx.grad.numpy())
+
+
+@pytest.mark.parametrize("layout", ["one tensor thrice", "overlapping windows", "interleaved heads"])
+def test_sdpa_kept_weights_views_of_one_storage(layout, kept):
+    """q, k and v as views of one storage that share elements (self-attention on one tensor, windows
+    that overlap) or interleave without sharing: each gradient is right, summed where they share."""
+    def views(x):
+        if layout == "one tensor thrice":
+            return x, x, x
+        if layout == "overlapping windows":
+            return x[:, :, 0:12], x[:, :, 4:16], x[:, :, 8:20]
+        return x[..., 0::3], x[..., 1::3], x[..., 2::3]   # (a head's features interleaved: runs of 1)
+    x = randn(2, 3, 20, 48)
+    check_op(lambda x: F.scaled_dot_product_attention(*views(x), is_causal=True), x, device="webgpu",
+             torch_fn=lambda x: TF.scaled_dot_product_attention(*views(x), is_causal=True), fd=False)
+
+
+def test_disjoint_views_against_their_elements():
+    """attention's _disjoint_views says views of one storage share no element only where listing
+    their elements agrees (random shapes, strides and offsets), and finds the GPT's q, k and v so."""
+    from webgrad.backends.base import View
+    generator = rng()
+    found = 0
+    for _ in range(2000):
+        ndim = int(generator.integers(1, 4))
+        shape = tuple(int(v) for v in generator.integers(1, 5, size=ndim))
+        strides = [int(v) for v in generator.integers(0, 13, size=ndim)]
+        if generator.random() < 0.5:   # a contiguous run innermost, as most views have
+            strides[-1] = 1
+        strides = tuple(strides)
+        offsets = [int(v) for v in generator.integers(0, 40, size=3)]
+        storage = np.zeros(200, np.float32)
+        tensors = [wg.Tensor(storage, shape, wg.float32, "cpu", strides, at) for at in offsets]
+        lists = [View(storage, shape, strides, at, wg.float32).positions() for at in offsets]
+        elements = [p for positions in lists for p in positions]
+        if attention_op._disjoint_views(tensors):
+            found += 1
+            assert len(set(elements)) == len(elements), tag(f"shape {shape} strides {strides} offsets {offsets}")
+    assert found, "no random layout was found disjoint"
+    batch, time, heads, head = 2, 5, 3, 4
+    projection = wg_tensor(randn(batch, time, 3 * heads * head), "cpu")
+    assert attention_op._disjoint_views(base._gpt_heads(projection, heads))

@@ -247,3 +247,29 @@ def test_matmul_splits_k_only_where_the_output_is_small():
             assert splits > 1 and (splits == k // matmul_kernels.MATMUL_MIN_SPLIT_K
                                    or groups * splits >= matmul_kernels.MATMUL_GROUPS), (m, n, k, batch, splits)
     assert matmul_kernels.matmul_splits(3, 5, 40_000, 1, matmul_kernels.matmul_tiles(3, 5, 1, True), True) == 3   # software: short loops
+
+
+@pytest.mark.parametrize("device,kernel", [("cpu", "the device's own"), ("webgpu", "the device's own"),
+                                           ("webgpu", "tiled"), ("webgpu", "tiled, K in pieces")], ids=str)
+def test_matmul_into_a_strided_view(device, kernel, monkeypatch):
+    """The backend's matmul writes its result through a view's offset, row and batch strides (attention's
+    out in torch's layout, its gradients in a split product's places), leaving the rest of the storage
+    as it was: a batched product with a bias, into the heads of a (B, T, 3, H, E) tensor."""
+    from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
+    from webgrad.backends.base import View
+    if kernel != "the device's own":
+        monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda *_: matmul_kernels.MatmulTiles(4, 4, 4, 4, 8))
+        monkeypatch.setattr(matmul_kernels, "MATMUL_SMALL_MACS", 0)
+        monkeypatch.setattr(matmul_kernels, "matmul_splits", lambda *_: 3 if kernel.endswith("pieces") else 1)
+    batch, heads, m, k, n = 2, 3, *(int(v) for v in rng().integers(5, 40, size=3))
+    a, b, bias = randn(batch, heads, m, k), randn(batch, heads, k, n), randn(n)
+    before = randn(batch, m, 3, heads, n)
+    x, y, z, target = (wg_tensor(v, device) for v in (a, b, bias, before))
+    part = int(rng().integers(0, 3))   # which of the three the product goes into
+    strides = (m * 3 * heads * n, n, 3 * heads * n, 1)   # (B, H, T, E) through (B, T, 3, H, E)
+    view = View(target._storage, (batch, heads, m, n), strides, part * heads * n, target.dtype)
+    backend = wg.get_backend(device)
+    assert backend.matmul(x._view, y._view, z._view, out=view) is target._storage
+    expected = before.copy()
+    expected[:, :, part] = (a.astype(np.float64) @ b + bias).transpose(0, 2, 1, 3)
+    assert_close(target.numpy(), expected, atol=1e-4 * math.sqrt(k), rtol=1e-4, what=f"{kernel} m={m} k={k} n={n}")

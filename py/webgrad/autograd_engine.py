@@ -11,6 +11,7 @@ import math
 from . import autograd as _autograd
 from .autograd import _anomaly_mode, _check_anomaly, _grad_mode
 from .autograd_function import SlotGrads
+from .backends.base import contiguous_strides
 from .dtypes import TYPE_NAMES
 
 
@@ -29,6 +30,17 @@ def _boxes_disjoint(a, b):
     return any(sa + na <= sb or sb + nb <= sa for sa, na, sb, nb in zip(a[0], a[1], b[0], b[1]))
 
 
+def _in_place(g):
+    """Whether WindowGrads that tile their tensor already lie in one storage where a contiguous
+    gradient of the whole holds them (gradients written there by their producer: attention's dq, dk
+    and dv of a split product's result), so the whole is that storage as it stands."""
+    first, strides = g[0].grad, contiguous_strides(g[0].shape)
+    return all(w.grad._storage is first._storage and w.grad.dtype is first.dtype and
+               w.grad._offset == sum(start * stride for start, stride in zip(w.window[0], strides)) and
+               all(size == 1 or got == stride for size, got, stride in zip(w.window[1], w.grad._strides, strides))
+               for w in g)
+
+
 def _dense(g):
     """A gradient as one Tensor: g itself, or a list of WindowGrads summed into the whole."""
     if not isinstance(g, list):
@@ -39,6 +51,8 @@ def _dense(g):
     unit_steps = all(set(w.window[2]) <= {1} for w in g)
     disjoint = unit_steps and all(_boxes_disjoint(a.window, b.window) for i, a in enumerate(g) for b in g[:i])
     if disjoint and sum(math.prod(w.window[1]) for w in g) == math.prod(shape):   # the pieces tile it
+        if _in_place(g):
+            return _autograd._tensor.Tensor(first._storage, shape, first.dtype, first.device)
         out = _autograd._tensor.Tensor(first.backend.empty(math.prod(shape), first.dtype), shape, first.dtype,
                                        first.device)
     else:

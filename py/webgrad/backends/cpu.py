@@ -70,15 +70,18 @@ class CPUBackend(Backend):
             a = a.astype(_computed_in(x.dtype) if x.dtype.is_floating_point else np.int32, copy=False)
         return np.asarray(op.numpy(np, a, dims)).astype(_np_dtype(out_dtype)).reshape(-1)
 
-    def matmul(self, a, b, bias=None, bias_dim=-1, triangle=None):   # (dense: exact where read)
+    def matmul(self, a, b, bias=None, bias_dim=-1, triangle=None, out=None):   # (dense: exact where read)
         x, y = (self.view(v).astype(_computed_in(v.dtype), copy=False) for v in (a, b))
         if y.ndim == 2 and x.ndim > 2:   # (..., M, K) @ (K, N) as one product, not one BLAS call per matrix
-            out = (x.reshape(-1, x.shape[-1]) @ y).reshape(*x.shape[:-1], y.shape[-1])
+            product = (x.reshape(-1, x.shape[-1]) @ y).reshape(*x.shape[:-1], y.shape[-1])
         else:
-            out = np.matmul(x, y)
+            product = np.matmul(x, y)
         if bias is not None:
-            out = out + (self.view(bias) if bias_dim == -1 else self.view(bias)[:, None])
-        return out.astype(_np_dtype(a.dtype), copy=False).reshape(-1)
+            product = product + (self.view(bias) if bias_dim == -1 else self.view(bias)[:, None])
+        if out is not None:
+            np.copyto(self.view(out), product, casting="unsafe")
+            return out.storage
+        return product.astype(_np_dtype(a.dtype), copy=False).reshape(-1)
 
     def gather(self, x, dim, index):
         size = x.shape[dim]

@@ -17,7 +17,7 @@ from ..autograd import Function
 from .creation import arange
 from .elementwise import where
 from .loss import softmax
-from .movement import broadcast_shapes, write_into
+from .movement import broadcast_shapes
 from .half import computes_in_float32
 from .._tensor import Tensor
 
@@ -85,25 +85,67 @@ class _KeptWeights(Function):
         scores = self._product(q, k.mT, "out_tril")
         q.backend.attention_softmax(scores._view, None if mask is None else mask._view, causal, scale)
         self.weights = scores
-        out = self._product(scores, v, "a_tril")
-        strides = _strides_like(out.shape, q)
-        if q.backend.attention_layouts and strides != out.stride():   # out in torch's layout, as _Attention's
-            out, dense = Tensor(q.backend.empty(out.numel(), q.dtype), out.shape, q.dtype, q.device, strides), out
-            write_into(out, dense)
-        return out
+        out = None
+        if q.backend.attention_layouts:   # out in torch's layout, as _Attention's
+            shape = q.shape[:-1] + (v.shape[-1],)
+            out = Tensor(q.backend.empty(math.prod(shape), q.dtype), shape, q.dtype, q.device, _strides_like(shape, q))
+        return self._product(scores, v, "a_tril", out)
 
     def backward(self, grad):
         weights = self.weights
         scores_grad = self._product(grad, self.v.mT, "out_tril")
         weights.backend.attention_softmax_backward(scores_grad._view, weights._view, self.causal, self.scale)
-        return (self._product(scores_grad, self.k, "a_tril"), self._product(scores_grad.mT, self.q, "a_triu"),
-                self._product(weights.mT, grad, "a_triu"), None)
+        dq, dk, dv = self._gradients()
+        return (self._product(scores_grad, self.k, "a_tril", dq), self._product(scores_grad.mT, self.q, "a_triu", dk),
+                self._product(weights.mT, grad, "a_triu", dv), None)
 
-    def _product(self, a, b, triangle):
-        """a @ b, operands of one batch shape; triangle: what of it causal attention leaves out (the
-        backend's matmul), where it is causal."""
-        storage = a.backend.matmul(a._view, b._view, triangle=triangle if self.causal else None)
-        return Tensor(storage, a.shape[:-1] + (b.shape[-1],), a.dtype, a.device)
+    def _gradients(self):
+        """Where dq, dk and dv go: None each (dense), or tensors in q's, k's and v's layouts where the
+        backend takes layouts; where q, k and v are disjoint views of one storage (the GPT's, split off
+        one product's result), views of one fresh storage at their places, so that the gradient of
+        that result is theirs as it stands (autograd_engine's _dense: no concatenation)."""
+        q, k, v = self.q, self.k, self.v
+        if not q.backend.attention_layouts:
+            return None, None, None
+        if _disjoint_views((q, k, v)):
+            extent = max(t._offset for t in (q, k, v)) + sum((size - 1) * stride for size, stride in
+                                                             zip(q.shape, q._strides)) + 1
+            storage = q.backend.empty(extent, q.dtype)
+            return tuple(Tensor(storage, t.shape, t.dtype, t.device, t._strides, t._offset) for t in (q, k, v))
+        return tuple(Tensor(t.backend.empty(t.numel(), t.dtype), t.shape, t.dtype, t.device, _strides_like(t.shape, t))
+                     for t in (q, k, v))
+
+    def _product(self, a, b, triangle, out=None):
+        """a @ b, operands of one batch shape, into out where given; triangle: what of it causal
+        attention leaves out (the backend's matmul), where it is causal."""
+        storage = a.backend.matmul(a._view, b._view, triangle=triangle if self.causal else None,
+                                   out=None if out is None else out._view)
+        return out if out is not None else Tensor(storage, a.shape[:-1] + (b.shape[-1],), a.dtype, a.device)
+
+
+def _disjoint_views(tensors):
+    """Whether tensors of one storage, shape and strides share no element: each is runs of `run`
+    contiguous elements (its innermost dense dims) repeated at multiples of a `period` (its smallest
+    other stride; the rest multiples of it, nesting without overlap), and their runs' places within a
+    period (their offsets modulo it) do not meet. The GPT's q, k and v: runs of C in periods of 3C."""
+    first = tensors[0]
+    if any(t._storage is not first._storage or t.shape != first.shape or t._strides != first._strides
+           for t in tensors) or first.numel() == 0:
+        return False
+    dims = sorted((stride, size) for size, stride in zip(first.shape, first._strides) if size > 1)
+    if dims and dims[0][0] == 0:   # a broadcast dim: its elements repeat
+        return False
+    run = 1
+    while dims and dims[0][0] == run:
+        run *= dims.pop(0)[1]
+    period = dims[0][0] if dims else math.inf
+    reach = period
+    for stride, size in dims:
+        if stride % period or stride < reach:
+            return False
+        reach = stride * size
+    places = sorted(t._offset % period for t in tensors)
+    return places[-1] + run <= period and all(b - a >= run for a, b in zip(places, places[1:]))
 
 
 def attention_weights(query, key, attn_mask=None, is_causal=False, scale=None):

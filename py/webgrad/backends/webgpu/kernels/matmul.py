@@ -65,31 +65,47 @@ def _kind(form):
 @functools.lru_cache(maxsize=None)
 def matmul_params(a_kind, b_kind, epilogue=None):
     """The parameter block of a product of operands of these form kinds. split_k: K per split (a
-    multiple of BK); the batch is batch_ndim dims, its shape and each operand's strides. An
-    epilogue's words come last (kernels/epilogue.py)."""
+    multiple of BK); out_offset, out_row_stride and out_split_stride: where the result's rows and a
+    split K's pieces lie (a dense result's are 0, n and its element count); the batch is batch_ndim
+    dims, its shape and each operand's strides and the result's. An epilogue's words come last
+    (kernels/epilogue.py)."""
     operands = [f._replace(name=f"{x}_{f.name}") for x, kind in (("a", a_kind), ("b", b_kind))
                 for f in OPERAND_FIELDS[kind]]
     return ParamBlock(u32("m"), u32("n"), u32("k"), u32("split_k"), u32("bias_offset"), u32("bias_stride"),
-                      u32("triangle"),
+                      u32("triangle"), u32("out_offset"), u32("out_row_stride"), u32("out_split_stride"),
                       *operands, u32("batch_ndim"), u32("batch_shape", "batch_ndim"),
                       u32("a_batch_strides", "batch_ndim"), u32("b_batch_strides", "batch_ndim"),
-                      *epilogue_fields(epilogue))
+                      u32("out_batch_strides", "batch_ndim"), *epilogue_fields(epilogue))
 
 
 def product_producer(key, block):
     """A recorded unsplit f32 product (its pipeline's key, its dispatch's parameter bytes) as an
     epilogue's Producer, or None: a split K's result is the pieces (their sum after it takes the
-    maps), and an epilogue's fused maps store f32, not into a float16 product."""
+    maps), an epilogue's fused maps store f32, not into a float16 product, and they index a dense
+    result, not one written through strides."""
     if key[-1] != "f32":
         return None
     scalars = matmul_params(_kind(key[2]), _kind(key[3])).scalars
     head = dict(zip((f.name for f in scalars), struct.unpack_from(f"<{len(scalars)}I", block)))
-    words = struct.unpack_from(f"<{len(scalars) + 3 * head['batch_ndim']}I", block)
+    ndim = head["batch_ndim"]
+    words = struct.unpack_from(f"<{len(scalars) + 4 * ndim}I", block)
     if head["split_k"] < head["k"]:
         return None
-    batch = words[len(scalars):len(scalars) + head["batch_ndim"]]
+    batch = words[len(scalars):len(scalars) + ndim]
+    if words[len(scalars) + 3 * ndim:] != _dense_strides(batch, head["m"] * head["n"]) or (
+            head["out_offset"], head["out_row_stride"]) != (0, head["n"]):
+        return None
     return Producer(key, "main", words, math.prod(batch) * head["m"] * head["n"],
                     lambda epilogue: _matmul_source(*key[1:], epilogue))
+
+
+def _dense_strides(batch, matrix):
+    """The batch strides of a dense (*batch, M, N) result, matrix = M * N."""
+    strides, step = [], matrix
+    for size in reversed(batch):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
 
 
 def _words_of_4(*positions):
@@ -258,7 +274,7 @@ def _store(rows, cols, value, bias_along, write):
     value(r, c), its accumulator at the r-th of them and the c-th; the bias added, edges skipped."""
     lines = []
     for r, row in enumerate(rows):
-        lines += [f"if ({row} < m) {{", f"    let at = base + ({row}) * n;"]
+        lines += [f"if ({row} < m) {{", f"    let at = base + ({row}) * params.out_row_stride;"]
         for c, col in enumerate(cols):
             bias = f" + bias_at({col if bias_along == 'col' else row}, start.split)" if bias_along else ""
             lines.append(f"    if ({col} < n) {{ {write.format(col, value(r, c) + bias)} }}")
@@ -292,13 +308,16 @@ def _layout(operand):
 
 
 @functools.lru_cache(maxsize=MATMUL_PLANS_KEPT)
-def _plan(a, b, m, n, k, batch, bias_at, tiles, splits, element="f32", triangle=None):
+def _plan(a, b, m, n, k, batch, bias_at, tiles, splits, element="f32", triangle=None, out_at=None):
     """One product's kernel key, parameter words, grid and number of K pieces (splits rounded to
     whole BK steps), from its operands' _layout, sizes, bias (offset, stride, along) or None, its
-    tiles and splits, its operands' WGSL element type and its causal TRIANGLES entry: worked out once
-    per layout, as a training step repeats its products."""
+    tiles and splits, its operands' WGSL element type, its causal TRIANGLES entry and where its
+    result goes: None, a dense tensor of its own; or (offset, row stride, batch strides) of a view
+    with unit column stride (an unsplit product only): worked out once per layout, as a training step
+    repeats its products."""
     split_k = -(-k // splits // tiles.bk) * tiles.bk
     splits = -(-k // split_k)
+    out_offset, out_row_stride, out_batch_strides = out_at or (0, n, _dense_strides(batch, m * n))
     threads = tiles.wx * tiles.wy
     a_form, a_along_k, a_wide, a_fields, a_batch_strides = a
     b_form, b_along_k, b_wide, b_fields, b_batch_strides = b
@@ -312,23 +331,29 @@ def _plan(a, b, m, n, k, batch, bias_at, tiles, splits, element="f32", triangle=
     words = matmul_params(_kind(a_form), _kind(b_form)).pack(
         m=m, n=n, k=k, split_k=split_k, bias_offset=bias_offset, bias_stride=bias_stride, triangle=TRIANGLES[triangle],
         **{f"a_{name}": value for name, value in a_fields}, **{f"b_{name}": value for name, value in b_fields},
-        batch_ndim=len(batch), batch_shape=batch, a_batch_strides=a_batch_strides, b_batch_strides=b_batch_strides)
+        out_offset=out_offset, out_row_stride=out_row_stride, out_split_stride=math.prod(batch) * m * n,
+        batch_ndim=len(batch), batch_shape=batch, a_batch_strides=a_batch_strides, b_batch_strides=b_batch_strides,
+        out_batch_strides=out_batch_strides)
     grid = (groups(n, tiles.wx * tiles.tn), groups(m, tiles.wy * tiles.tm), math.prod(batch) * splits)
     return key, tuple(words), grid, splits
 
 
 class MatmulKernels:
-    def matmul(self, a, b, bias=None, bias_dim=-1, triangle=None):
+    def matmul(self, a, b, bias=None, bias_dim=-1, triangle=None, out=None):
         """(*B, M, K) @ (*B, K, N), plus bias along the columns (bias_dim -1) or rows (-2); triangle:
-        a causal structure that lets work go (TRIANGLES)."""
+        a causal structure that lets work go (TRIANGLES); out: a view to write the result into."""
         check_gpu_dtype(a.dtype, "matmul in", float16=True)
         *batch, m, k = a.shape
         return self._product(_strided_operand(a, "a"), _strided_operand(b, "b"), m, b.shape[-1], k, batch,
-                             bias, bias_dim, a.dtype, triangle)
+                             bias, bias_dim, a.dtype, triangle, out)
 
-    def _product(self, a, b, m, n, k, batch, bias, bias_dim, dtype, triangle=None):
-        """One shaders/matmul.wgsl dispatch (then a sum over the pieces of a split K) of MatmulOperands."""
+    def _product(self, a, b, m, n, k, batch, bias, bias_dim, dtype, triangle=None, out=None):
+        """One shaders/matmul.wgsl dispatch (then a sum over the pieces of a split K) of MatmulOperands,
+        into a view out where one is given."""
         count = math.prod(batch)
+        if out is not None and (count * m * n == 0 or k == 0 or out.strides[-1] != 1):   # (rare: through a copy)
+            dense = self._product(a, b, m, n, k, batch, bias, bias_dim, dtype, triangle)
+            return self.map(COPY, (flat(dense, out.shape, dtype),), out.shape, dtype, dtype, out=out)
         if count * m * n == 0:
             return self._empty((*batch, m, n), dtype)
         if k == 0:
@@ -342,20 +367,27 @@ class MatmulKernels:
         tiles, splits = self.matmul_tuner.choose(   # the prior, or the adapter's fastest for such products
             m, n, k, count, (layouts[0][:3], layouts[1][:3], dtype.stored) + ((triangle,) if triangle else ()),
             (tiles, splits),
-            lambda t, s: self._tiled_product(a, b, layouts, m, n, k, batch, bias, bias_at, dtype, t, s, triangle))
-        return self._tiled_product(a, b, layouts, m, n, k, batch, bias, bias_at, dtype, tiles, splits, triangle)
+            lambda t, s: self._tiled_product(a, b, layouts, m, n, k, batch, bias, bias_at, dtype, t, s, triangle, out))
+        return self._tiled_product(a, b, layouts, m, n, k, batch, bias, bias_at, dtype, tiles, splits, triangle, out)
 
     @functools.cached_property
     def matmul_tuner(self):
         return MatmulTuner(self.runtime, self.info, self.is_software)
 
-    def _tiled_product(self, a, b, layouts, m, n, k, batch, bias, bias_at, dtype, tiles, splits, triangle=None):
-        """_product's dispatches with these tiles and K split (layouts: a's and b's _layout)."""
+    def _tiled_product(self, a, b, layouts, m, n, k, batch, bias, bias_at, dtype, tiles, splits, triangle=None,
+                       out=None):
+        """_product's dispatches with these tiles and K split (layouts: a's and b's _layout), into the
+        view out where one is given."""
         count = math.prod(batch)
         key, words, grid, splits = _plan(*layouts, m, n, k, tuple(batch), bias_at, tiles, splits, dtype.stored,
-                                         triangle)
+                                         triangle, None if out is None else (out.offset, out.strides[-2],
+                                                                             tuple(out.strides[:-2])))
+        if out is not None and splits > 1:   # the pieces are dense: their sum, then a copy into out
+            dense = self._tiled_product(a, b, layouts, m, n, k, batch, bias, bias_at, dtype, tiles, splits, triangle)
+            return self.map(COPY, (flat(dense, out.shape, dtype),), out.shape, dtype, dtype, out=out)
         pieces = dtype if splits == 1 else dtypes.float32
-        storage = self._empty((splits, *batch, m, n) if splits > 1 else (*batch, m, n), pieces)
+        storage = out.storage if out is not None else self._empty(
+            (splits, *batch, m, n) if splits > 1 else (*batch, m, n), pieces)
         bindings = ("read_write", "read", "read") + (("read",) if bias is not None else ())
         pipeline = self.runtime.pipeline(("matmul", *key), lambda: _matmul_source(*key), bindings=bindings)
         storages = [storage, a.storage, b.storage] + ([bias.storage] if bias is not None else [])
