@@ -1,6 +1,7 @@
 """The MNIST view's controls say what the model is and does: Train for trains that many steps, a
 bad seed is turned back, the test accuracy says which model it is from, a setting changed during a
-run asks before throwing the run away, and a Stop in another tab leaves this one alone.
+run asks before throwing the run away, a Stop in another tab leaves this one alone, and Train waits
+for a new model to be tested.
 
 The tests share one page and run in order (each starts from where the last left the model); its
 seed is drawn afresh each run (the failure messages name it)."""
@@ -148,3 +149,29 @@ def test_after_stop_the_test_accuracy_says_it_is_older_than_the_model(page):
     at = int(re.match(r"at step (\d+)", said).group(1))
     assert at < steps, f"seed {SEED}: a test came before the Stop landed: {said} at step {steps}"
     assert said == f"at step {at} (not tested since; the model is at step {steps})"
+
+
+def test_train_is_off_until_a_new_model_is_tested(page):
+    """A new model is tested before Train may start it (the CNN, on a software GPU, for seconds):
+    until then Train and Download are off, as pressed they would wait behind the test saying
+    nothing, and the status says what goes on. Then Train trains it."""
+    page.select_option("[data-testid=mnist-model]", "cnn")
+    seen = []   # (Train off, Download off, the status), read until Train is on again
+    for _ in range(1200):
+        seen.append(tuple(page.evaluate("""[document.querySelector('[data-testid=mnist-train]').disabled,
+            document.querySelector('[data-testid=mnist-download]').disabled,
+            document.querySelector('[data-testid=mnist-status]').textContent]""")))
+        if not seen[-1][0] and seen[-1][2].startswith("Ready") or "rror" in seen[-1][2]:
+            break
+        page.wait_for_timeout(50)
+    ready = seen.pop()
+    assert ready == (False, False, "Ready: press Train"), f"seed {SEED}: {ready}"
+    assert all(train_off and download_off for train_off, download_off, _ in seen), f"seed {SEED}: {seen}"
+    assert any(said == "Testing the new model on 1,000 digits…" for _, _, said in seen), seen
+
+    page.click("[data-testid=mnist-train]")
+    wait_for(page, "Number(document.querySelector('[data-testid=mnist-step-count]').textContent) > 0", 60)
+    assert status(page) == "Training…"
+    page.click("[data-testid=mnist-pause]")
+    wait_for_text(page, "mnist-status", "Paused", 30, SEED)
+    assert float(text(page, "mnist-loss")) > 0

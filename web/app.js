@@ -9,7 +9,7 @@ import { CHOICES, configFrom, DEFAULTS, FEATURES, fromHash, parseFeatures, parse
 import { STEP_HINT, STEP_LABELS, stepFor } from './step_settings.js';
 import { timeChart } from './time_chart.js';
 import { drawNetwork, drawOutput, drawScale, lossChart, readFrame, readPoints } from './toy_plots.js';
-import { $, adapterName, printTo, PythonWorker, showStatus, showToggle } from './ui.js';
+import { $, adapterName, lossText, printTo, PythonWorker, showStatus, showToggle } from './ui.js';
 
 // The URL hash holds the shown view's settings; "view=mnist" or "view=lm" marks another view's.
 const VIEWS = ['playground', 'mnist', 'lm'];
@@ -236,9 +236,9 @@ const handlers = {
     }
     // a fresh model's score is chance's, not a result
     $('score-label').textContent = `${points.regression ? 'Test R²' : 'Test accuracy'}${step === 0 ? ' (untrained)' : ''}`;
-    $('loss').textContent = readout(trainLoss);
-    $('test-loss').textContent = readout(testLoss);
-    $('accuracy').textContent = readout(frame.score);
+    $('loss').textContent = lossText(trainLoss, 3);
+    $('test-loss').textContent = lossText(testLoss, 3);
+    $('accuracy').textContent = lossText(frame.score, 3);
     if (curves[0].at(-1) !== step) {
       curves[0].push(step);
       curves[1].push(trainLoss);
@@ -288,10 +288,6 @@ const handlers = {
     setBusy(false);
   },
 };
-
-// A loss or score as its readout shows it: three decimals, or three digits where it has grown huge
-// (a run on its way to diverging), which would not fit.
-const readout = (value) => (Math.abs(value) < 1e4 ? value.toFixed(3) : value.toPrecision(3));
 
 // The loss is no longer a number: training stops, the readouts and plots keep the last frame that
 // was one (a model of NaN weights draws nothing worth seeing), and the status says what to change.

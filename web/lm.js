@@ -174,8 +174,7 @@ export function lmView(send, initialHash) {
   // prepared: its test gives way to the newer model.
   function setBusy(busy) {
     showBusy('lm', ['lm-train', 'lm-reset', 'lm-download', 'lm-upload', 'lm-generate', 'lm-run-code'], busy || !info,
-             training);
-    if (preparing) for (const id of ['lm-train', 'lm-generate', 'lm-download']) $(id).disabled = true;
+             training, preparing, ['lm-train', 'lm-generate', 'lm-download']);
   }
 
   function setStatus(text, kind) {

@@ -46,7 +46,7 @@ export function mnistView(post, initialHash) {
   let isSoftware = false;
   let started = false;
   let training = false;
-  let waiting = false;          // the worker is making or loading a model (the controls are disabled)
+  let preparing = false;        // a model asked for (the controls', a weights file's) is on its way: made and tested
   let busyAtStop = false;       // this tab had work under way when a Stop was last pressed
   let plan = 0;                 // the step count the current Train run stops at
   let runLength = 0;            // that run's length in steps (Train for when it started)
@@ -79,7 +79,7 @@ export function mnistView(post, initialHash) {
   // Stop (any tab's: ui.js) ends whatever Python runs; this tab's status speaks of it only if this
   // tab had work under way then (a run's end reaches the page before the Stop's answer does).
   for (const button of document.querySelectorAll('button.stop')) {
-    button.addEventListener('click', () => { busyAtStop = training || waiting; });
+    button.addEventListener('click', () => { busyAtStop = training || preparing; });
   }
   setBusy(true);
   const pad = drawingPad(post, () => started);
@@ -99,8 +99,8 @@ export function mnistView(post, initialHash) {
   function showAdapterNote() {
     const note = $('mnist-adapter-note');
     note.hidden = !isSoftware;
-    note.textContent = 'This browser offers only a software GPU (it computes on the CPU), so the page tests on the '
-      + 'first 1000 digits to answer in seconds.' + (settings.model === 'cnn'
+    note.textContent = 'This browser offers only a software GPU (it computes on the CPU), so Test digits starts at '
+      + 'the first 1,000, to answer in seconds.' + (settings.model === 'cnn'
       ? ' The CNN is slower here, a few steps a second; the MLP learns far faster.' : '');
     note.classList.toggle('warn', settings.model === 'cnn');
   }
@@ -136,13 +136,21 @@ export function mnistView(post, initialHash) {
   function configure() {
     if (!started) return;
     loadedFrom = null;
-    setBusy(true);
+    prepare('Making a fresh model…');
     post({ type: 'mnist-configure', settings });
   }
 
+  // A new model is asked for: until it is tested, Train and Download would wait behind that (half a
+  // minute, for the CNN on 10,000 digits on a software GPU), so they are off.
+  function prepare(status) {
+    preparing = true;
+    setBusy(true);
+    setStatus(status);
+  }
+
   function setBusy(busy) {
-    waiting = busy;
-    showBusy('mnist', ['mnist-train', 'mnist-reset', 'mnist-download', 'mnist-upload'], busy, training);
+    showBusy('mnist', ['mnist-train', 'mnist-reset', 'mnist-download', 'mnist-upload'], busy, training, preparing,
+             ['mnist-train', 'mnist-download']);
   }
 
   function setStatus(text, kind) {
@@ -276,8 +284,7 @@ export function mnistView(post, initialHash) {
     const file = await takeFile($('mnist-upload'));
     if (!file) return;
     upload = file.name;
-    setBusy(true);
-    setStatus(`Loading ${file.name}…`);
+    prepare(`Loading ${file.name}…`);
     post({ type: 'mnist-load', data: file.data, name: file.name }, [file.data.buffer]);
   }
 
@@ -295,7 +302,7 @@ export function mnistView(post, initialHash) {
       const freshModel = state.plan === 0 && plan !== 0;
       ({ training, plan } = state);
       setBusy(false);
-      setStatus(status ?? 'Ready: press Train');
+      if (status && !preparing) setStatus(status);   // a model being prepared: the worker says how far it is
       if (freshModel) fresh();
       else showProgress(shownSteps());
     },
@@ -319,10 +326,16 @@ export function mnistView(post, initialHash) {
       loadedFrom = upload;
       $('mnist-model').value = model;
       history.replaceState(null, '', mnistToHash(settings));
-      setStatus(`Loaded the ${LABELS.model[model]} weights of ${upload}`);
     },
-    'mnist-error'({ text }) {
+    'mnist-ready'() {   // the new model is tested
+      preparing = false;
+      setBusy(false);
+      setStatus(loadedFrom ? `Loaded the ${LABELS.model[settings.model]} weights of ${loadedFrom}: Train goes on from them`
+        : 'Ready: press Train');
+    },
+    'mnist-error'({ text }) {   // a new model that failed leaves the one before
       pad.dropped();
+      preparing = false;
       setBusy(!started);  // without a worker (no WebGPU) there is nothing to press
       setStatus(text, 'error');
     },
@@ -333,6 +346,7 @@ export function mnistView(post, initialHash) {
       pad.dropped();
       if (!started || !(busyAtStop || restarted)) return;
       training = false;
+      preparing = false;
       if (restarted) started = false;
       setBusy(restarted || !model);
       $('mnist-reset').disabled = restarted;

@@ -48,9 +48,12 @@ export function showStatus(id, text, kind = '') {
 }
 
 // A tab's Train/Pause toggle (`${prefix}-train`, `${prefix}-pause`), and the controls (ids) a busy
-// worker disables.
-export function showBusy(prefix, ids, busy, training) {
+// worker disables. While a new model is prepared (preparing: made and tested), the controls in
+// waitForModel are off too: pressed then, they would wait behind it, saying nothing. What asks for
+// another model stays on.
+export function showBusy(prefix, ids, busy, training, preparing = false, waitForModel = []) {
   for (const id of ids) $(id).disabled = busy;
+  if (preparing) for (const id of waitForModel) $(id).disabled = true;
   showToggle($(`${prefix}-train`), $(`${prefix}-pause`), training, busy || !training);
 }
 
@@ -210,14 +213,21 @@ function showMemory({ live_bytes: live, pool_bytes: pool }) {
   Object.assign(box.dataset, { live, pool });
 }
 
-// A loss chart's y axis. Its ticks in full, short of a loss that has grown huge (a run on its way to
-// diverging), and short enough then to leave room for the axis's name: 1e6, 2.5e30. Its spacings 1,
-// 2, 2.5 and 5 times a power of ten as uPlot's own, which stop at 5e32 (no ticks at all for a loss
-// past about 1e33), up to float32's largest.
+// A loss (or a score) as the loss charts' ticks and the readouts beside them write it: in full (a
+// tick as it is, a readout to `decimals` places), short of one that has grown huge (a run on its way
+// to diverging), and short enough then to fit: three significant digits, 2.01e4, 1e6, 2.5e30.
+export function lossText(value, decimals = null) {
+  if (Math.abs(value) < 1e4) return decimals === null ? value.toLocaleString('en') : value.toFixed(decimals);
+  return Number(value.toPrecision(3)).toExponential().replace('e+', 'e');
+}
+
+// A loss chart's y axis: its ticks as lossText writes them, which leaves room for the axis's name.
+// Its spacings 1, 2, 2.5 and 5 times a power of ten as uPlot's own, which stop at 5e32 (no ticks at
+// all for a loss past about 1e33), up to float32's largest.
 const LOSS_INCRS = Array.from({ length: 71 }, (_, i) => [1, 2, 2.5, 5].map((m) => Number(`${m}e${i - 32}`))).flat();
-const lossTick = (t) => (Math.abs(t) < 1e4 ? t.toLocaleString('en')
-  : Number(t.toPrecision(3)).toExponential().replace('e+', 'e'));
-export const lossAxis = (label, size) => ({ label, size, incrs: LOSS_INCRS, values: (u, ticks) => ticks.map(lossTick) });
+export const lossAxis = (label, size) => ({
+  label, size, incrs: LOSS_INCRS, values: (u, ticks) => ticks.map((t) => lossText(t)),
+});
 
 // A loss chart's x axis of training steps: whole steps 1-2-5 apart (uPlot's own ticks show 0.2,
 // 0.4 ... while a run has few steps).

@@ -25,7 +25,8 @@
 //        stripped), {type: 'mnist-progress', data: [steps, loss, accuracy], stepMs},
 //        {type: 'mnist-eval', steps, predictions}, {type: 'mnist-state', training, plan},
 //        {type: 'mnist-probs', data}, {type: 'mnist-weights', data, model},
-//        {type: 'mnist-loaded', model}, {type: 'mnist-error', text}, {type: 'mnist-profile', profile}
+//        {type: 'mnist-loaded', model}, {type: 'mnist-ready'} (a new model, configured or loaded, is tested),
+//        {type: 'mnist-error', text}, {type: 'mnist-profile', profile}
 // The language model's (web/lm_view.py does the Python side): each message in carries sampling:
 // {prompt, length, temperature, topK, every} (what the samples start from and how they are drawn,
 // every: the steps between two while training).

@@ -108,6 +108,7 @@ class PlannedTraining {
 
 const MNIST_FILES = ['train-images-idx3-ubyte', 'train-labels-idx1-ubyte', 't10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte'];
 let mnist = null;         // a mnist_view.View: the data on the GPU and the Trainer
+let mnistAsked = 0;       // new models asked for: only the latest says it is ready
 
 const mnistTraining = new class extends PlannedTraining {
   trainer() { return mnist?.trainer; }
@@ -133,11 +134,7 @@ async function mnistConfigure(settings) {
   const { model, lr, batch, test, seed, step } = settings;  // the controls' strings
   await call(mnist.configure, model, Number(lr), Number(batch), Number(test), Number(seed), step === 'replayed');
   mnistTraining.restart();
-  // Testing a fresh CNN on 10,000 digits takes a minute on a software GPU: say so (a Train pressed
-  // meanwhile starts after it).
-  post('mnist-status', { text: `Testing the new model on ${test} digits…` });
-  await mnistTraining.evaluate();
-  post('mnist-status', { text: 'Ready: press Train' });
+  await testNewModel();
 }
 
 async function mnistLoadWeights(data, name) {
@@ -145,11 +142,28 @@ async function mnistLoadWeights(data, name) {
   const model = await call(mnist.load_weights, data, name);
   mnistTraining.restart();
   post('mnist-loaded', { model });
+  await testNewModel();
+}
+
+// Testing a fresh CNN on 10,000 digits takes half a minute on a software GPU: say so (the page's Train
+// waits for 'mnist-ready').
+async function testNewModel() {
+  post('mnist-status', { text: `Testing the new model on ${mnist.trainer.test_size.toLocaleString('en')} digits…` });
   await mnistTraining.evaluate();
 }
 
+// The task of a message that makes a new model: 'mnist-ready' once it is tested, unless a newer one
+// was asked for meanwhile (the page waits for that one).
+function newMnistModel(make) {
+  const asked = ++mnistAsked;
+  return mnistTraining.task(async () => {
+    await make();
+    if (asked === mnistAsked) post('mnist-ready');
+  });
+}
+
 const mnistMessages = {
-  'mnist-configure': ({ settings }) => mnistTraining.task(() => mnistConfigure(settings)),
+  'mnist-configure': ({ settings }) => newMnistModel(() => mnistConfigure(settings)),
   'mnist-train': ({ steps, newRun }) => startRun(() => mnistTraining.train(steps, newRun)),  // after a pending configure
   'mnist-pause': () => mnistTraining.loop.stop(),
   'mnist-profile': () => mnistTraining.profiler.ask(),
@@ -162,7 +176,7 @@ const mnistMessages = {
     const data = await call(mnist.trainer.weights);
     post('mnist-weights', { data, model: mnist.trainer.kind }, [data.buffer]);
   }),
-  'mnist-load': ({ data, name }) => mnistTraining.task(() => mnistLoadWeights(data, name)),
+  'mnist-load': ({ data, name }) => newMnistModel(() => mnistLoadWeights(data, name)),
 };
 
 // ---- the language-model view
