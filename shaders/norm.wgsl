@@ -10,15 +10,15 @@
 //          taking every LANES-th row of the chunk. Chunk k writes out[k, 0, c] and out[k, 1, c];
 //          the backend sums the chunks where there are several. No atomics: deterministic.
 // Parameters (kernels/norm.py's NORM_PARAMS): `rows` R and `cols` C; x's element (r, c) at
-// offsets(0) + r * x_strides(0) + c * x_strides(1), dy's likewise through offsets(1) and
-// dy_strides; `affine`: bit 0 set with a weight, bit 1 with a bias (contiguous (C,), at offsets(2)
-// and offsets(3)); `centered`: 1 for layer norm; `eps`. y and dx are contiguous (R, C), stats (R, 2).
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;     // y, dx, or the chunks' sums
-@group(0) @binding(2) var<storage, read_write> stats: array<f32>;   // written forward, read backward
-@group(0) @binding(3) var<storage, read> x: array<f32>;
-@group(0) @binding(4) var<storage, read> dy: array<f32>;            // (forward: x again, unread)
-@group(0) @binding(5) var<storage, read> weight: array<f32>;        // (without a weight: x again, unread)
-@group(0) @binding(6) var<storage, read> bias: array<f32>;          // (without a bias: x again, unread)
+// starts(0) + r * x_strides(0) + c * x_strides(1), dy's likewise through starts(1) and
+// dy_strides; `affine`: bit 0 set with a weight, bit 1 with a bias (contiguous (C,), at starts(2)
+// and starts(3)); `centered`: 1 for layer norm; `eps`. y and dx are contiguous (R, C), stats (R, 2).
+// Every entry stores its out through store_epilogue (kernels/epilogue.py: under wg.jit the maps
+// after y or dx, a residual gradient's add, run there).
+// out: y, dx, or the chunks' sums; stats: written forward, read backward; x; dy (forward: x again,
+// unread); weight and bias (where absent: x again, unread); then an epilogue's buffers (kernels/norm.py)
+{{bindings}}
+{{epilogue}}
 
 const ROW_THREADS: u32 = {{row_threads}}u;  // forward's and backward_input's workgroup, for one row
 const COLS: u32 = {{cols}}u;                // backward_params: columns per workgroup (kernels/norm.py's NORM_COLS),
@@ -34,15 +34,15 @@ fn merge(a: Partial, b: Partial, how: u32) -> Partial {
 }
 
 fn x_at(r: u32, c: u32) -> f32 {
-    return x[params_offsets(0u) + r * params_x_strides(0u) + c * params_x_strides(1u)];
+    return x[params_starts(0u) + r * params_x_strides(0u) + c * params_x_strides(1u)];
 }
 
 fn dy_at(r: u32, c: u32) -> f32 {
-    return dy[params_offsets(1u) + r * params_dy_strides(0u) + c * params_dy_strides(1u)];
+    return dy[params_starts(1u) + r * params_dy_strides(0u) + c * params_dy_strides(1u)];
 }
 
 fn weight_at(c: u32) -> f32 {
-    return select(1.0, weight[params_offsets(2u) + c], (params.affine & 1u) != 0u);
+    return select(1.0, weight[params_starts(2u) + c], (params.affine & 1u) != 0u);
 }
 
 // The forward's row r's (mean, rstd), kept for the backward by its first thread (cols 0: no row).
@@ -82,9 +82,9 @@ fn forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
     for (var c = li; c < cols; c += ROW_THREADS) {
         var y = (x_at(r, c) - mean) * rstd * weight_at(c);
         if ((params.affine & 2u) != 0u) {
-            y += bias[params_offsets(3u) + c];
+            y += bias[params_starts(3u) + c];
         }
-        out[r * params.cols + c] = y;
+        store_epilogue(r * params.cols + c, y);
     }
     keep_stats(r, li, cols, mean, rstd);
 }
@@ -106,7 +106,7 @@ fn backward_input(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups)
     let shift = select(0.0, means.x, params.centered == 1u);
     for (var c = li; c < cols; c += ROW_THREADS) {
         let g = dy_at(r, c) * weight_at(c);
-        out[r * params.cols + c] = rstd * (g - shift - (x_at(r, c) - mean) * rstd * means.y);
+        store_epilogue(r * params.cols + c, rstd * (g - shift - (x_at(r, c) - mean) * rstd * means.y));
     }
 }
 
@@ -196,7 +196,7 @@ fn backward_params(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocati
         for (var l = 1u; l < LANES; l++) {
             sums += partials[l * COLS + li];
         }
-        out[wg.y * 2u * params.cols + c] = sums.x;
-        out[(wg.y * 2u + 1u) * params.cols + c] = sums.y;
+        store_epilogue(wg.y * 2u * params.cols + c, sums.x);
+        store_epilogue((wg.y * 2u + 1u) * params.cols + c, sums.y);
     }
 }

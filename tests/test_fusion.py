@@ -371,3 +371,32 @@ def test_a_sums_store_takes_the_maps_after_it(monkeypatch):
     x, y = (torch.from_numpy(to_numpy(t)).double() for t in make(CALLS - 1))
     for ours, reference in zip(fused[-1], ((x.sum(1) * 0.5).tanh(), (y.sum(0) + 1.0).relu(), x.amax(1).relu())):
         np.testing.assert_allclose(ours, reference.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def _layer_norm_residual_step():
+    """make_fn: a weight's gradient through a pre-norm residual block's input, x + (layer_norm(x) @ w):
+    the gradient of x is the residual's plus layer norm's dx (autograd's add of the two)."""
+    start = randn(20, 20)
+
+    def make_fn():
+        w = wg.tensor(start, device="webgpu", requires_grad=True)
+        norm = nn.LayerNorm(20, device="webgpu")
+
+        def fn(x, g):
+            w.grad = None
+            x = x.detach().requires_grad_()
+            y = x + F.layer_norm(x, (20,), norm.weight, norm.bias) @ w
+            (y * g).sum().backward()
+            return x.grad * 1.0, w.grad
+        return fn
+    return make_fn
+
+
+def test_layer_norms_backward_takes_the_residual_gradients_add_in_its_store(monkeypatch):
+    make = _inputs((6, 20), (6, 20))
+    # 15 dispatches -> 11: layer norm's dx + the residual's gradient, and * 1.0, in the norm's
+    # backward store
+    check_fusion(_layer_norm_residual_step(), make, saved=4)
+    # without the norms as producers the add and * 1.0 are a kernel of their own after the norm
+    monkeypatch.delitem(fusion._PRODUCERS, "norm")
+    check_fusion(_layer_norm_residual_step(), make, saved=3)

@@ -44,6 +44,7 @@ from .kernels.common import fill
 from .kernels.epilogue import StoreEpilogue, has_epilogue, map_functions, with_epilogue
 from .kernels.map import load, operand, scalar_operand
 from .kernels.matmul import product_producer
+from .kernels.norm import norm_producer
 from .kernels.params import ParamBlock, u32
 from .kernels.pool import pool_producer
 from .kernels.reduce import reduce_producer
@@ -55,7 +56,7 @@ _T = re.compile(r"\bT\b")
 _F32 = dtypes.float32
 # The kernel families whose recorded dispatches may take epilogues: (pipeline key, parameter bytes)
 # -> kernels/epilogue.py's Producer, or None where that dispatch cannot.
-_PRODUCERS = {"matmul": product_producer, "pool": pool_producer, "reduce": reduce_producer}
+_PRODUCERS = {"matmul": product_producer, "norm": norm_producer, "pool": pool_producer, "reduce": reduce_producer}
 
 
 class _Access(NamedTuple):

@@ -1,8 +1,11 @@
-"""The norm family (shaders/norm.wgsl): layer and RMS normalisation of rows, fused each way."""
+"""The norm family (shaders/norm.wgsl): layer and RMS normalisation of rows, fused each way; its row-wise
+entries (y, dx) are producers of store epilogues (kernels/epilogue.py)."""
 import functools
+import struct
 
 from ...base import FILL, SUM, flat
 from .common import check_gpu_dtype, fill
+from .epilogue import Producer, bindings, epilogue_fields, store_function
 from .params import ParamBlock, f32, u32
 
 # Rows one backward_params workgroup sums (its threads take every LANES-th row of them); past this
@@ -21,10 +24,34 @@ NORM_HELD = 8
 # Layouts whose parameters are kept worked out (_packer); past this many the oldest go.
 NORM_LAYOUTS_KEPT = 256
 
-# The three kernels' parameters (their meanings: shaders/norm.wgsl). The offsets change from call
+# The three kernels' parameters (their meanings: shaders/norm.wgsl). The starts (offsets) change from call
 # to call, so they come last (ParamBlock.packer).
 NORM_PARAMS = ParamBlock(u32("rows"), u32("cols"), u32("affine"), u32("centered"), f32("eps"),
-                         u32("x_strides", 2), u32("dy_strides", 2), u32("offsets", 4))
+                         u32("x_strides", 2), u32("dy_strides", 2), u32("starts", 4))
+_NORM_BUFFERS = (("read_write", "out", "f32"), ("read_write", "stats", "f32"), ("read", "x", "f32"),
+                 ("read", "dy", "f32"), ("read", "weight", "f32"), ("read", "bias", "f32"))
+_NORM_BINDINGS = tuple(mode for mode, _, _ in _NORM_BUFFERS)
+_NORM_WORDS = len(NORM_PARAMS.scalars) + sum(f.length for f in NORM_PARAMS.arrays)   # (the arrays' lengths are fixed)
+
+
+def norm_producer(key, block):
+    """A recorded forward or backward_input dispatch (its pipeline's key, its parameter bytes) as an
+    epilogue's Producer: its (R, C) result y or dx, an element a store; None for backward_params, whose
+    chunks' sums a reduction may still add."""
+    _, entry, row_threads, held = key
+    if entry == "backward_params":
+        return None
+    words = struct.unpack_from(f"<{_NORM_WORDS}I", block)
+    return Producer(key, entry, words, words[0] * words[1], lambda epilogue: _norm_source(row_threads, held, epilogue))
+
+
+def _norm_source(row_threads, held, epilogue=None):
+    """shaders/norm.wgsl for rows of row_threads threads, `held` values a thread in the held entries,
+    storing its results through the epilogue if there is one."""
+    return fill("norm", ParamBlock(*NORM_PARAMS.fields, *epilogue_fields(epilogue)), includes=("workgroup",),
+                cols=str(NORM_COLS), chunk_rows=str(NORM_CHUNK_ROWS), row_threads=str(row_threads),
+                bindings=bindings(_NORM_BUFFERS, epilogue), epilogue=store_function(epilogue, "f32"),
+                **_held_slots(held))
 
 
 @functools.lru_cache(maxsize=NORM_LAYOUTS_KEPT)
@@ -58,13 +85,13 @@ class NormKernels:
         pack = _packer(x.shape, int(weight is not None), centered, 0.0, x.strides, grad.strides)
         words = pack([x.offset, grad.offset, *_offsets(weight, None)])
         inputs = [stats.storage, x.storage, grad.storage, *_affine(x, weight, None)]
+        sums = None
+        if param_grads:   # first, so that what reads dx next (a residual gradient's add) may join dx's store
+            chunks = -(-rows // NORM_CHUNK_ROWS)
+            sums = self._empty((chunks, 2, cols), x.dtype)
+            self._norm_dispatch("backward_params", [sums, *inputs], words, (-(-cols // NORM_COLS), chunks, 1))
         self._norm_dispatch("backward_input", [dx, *inputs], words, rows, cols)
-        if not param_grads:
-            return dx, None
-        chunks = -(-rows // NORM_CHUNK_ROWS)
-        sums = self._empty((chunks, 2, cols), x.dtype)
-        self._norm_dispatch("backward_params", [sums, *inputs], words, (-(-cols // NORM_COLS), chunks, 1))
-        if chunks == 1:
+        if sums is None or chunks == 1:
             return dx, sums
         return dx, self.reduce(SUM, flat(sums, (chunks, 2 * cols), x.dtype), (0,), x.dtype)
 
@@ -75,11 +102,8 @@ class NormKernels:
         held = 1   # (what the loops' module fills in)
         if cols is not None and not self.is_software and cols <= row_threads * NORM_HELD:
             entry, held = f"{entry}_held", -(-cols // row_threads)
-        pipeline = self.runtime.pipeline(
-            ("norm", entry, row_threads, held),
-            lambda: fill("norm", NORM_PARAMS, includes=("workgroup",), cols=str(NORM_COLS),
-                         chunk_rows=str(NORM_CHUNK_ROWS), row_threads=str(row_threads), **_held_slots(held)),
-            entry=entry, bindings=("read_write", "read_write", "read", "read", "read", "read"))
+        pipeline = self.runtime.pipeline(("norm", entry, row_threads, held), lambda: _norm_source(row_threads, held),
+                                         entry=entry, bindings=_NORM_BINDINGS)
         self.runtime.dispatch(pipeline, storages, words, groups)
 
 
@@ -102,9 +126,9 @@ def _held_slots(held):
     if (c{i} < cols) {{
         var y{i} = (x{i} - mean) * rstd * weight_at(c{i});
         if ((params.affine & 2u) != 0u) {{
-            y{i} += bias[params_offsets(3u) + c{i}];
+            y{i} += bias[params_starts(3u) + c{i}];
         }}
-        out[r * params.cols + c{i}] = y{i};
+        store_epilogue(r * params.cols + c{i}, y{i});
     }}"""),
         held_g=each("""\
     let c{i} = li + {i}u * ROW_THREADS;
@@ -115,7 +139,7 @@ def _held_slots(held):
     }}"""),
         held_dx=each("""\
     if (c{i} < cols) {{
-        out[r * params.cols + c{i}] = rstd * (g{i} - shift - (x{i} - mean) * rstd * means.y);
+        store_epilogue(r * params.cols + c{i}, rstd * (g{i} - shift - (x{i} - mean) * rstd * means.y));
     }}"""))
 
 
