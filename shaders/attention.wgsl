@@ -228,10 +228,9 @@ fn delta(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec
 // scale * dS = scale P (dP - D), D = rowsum(P dP), P bound as q from offset 1's word. LANES threads a
 // query, each holding every LANES-th key of its row in registers: one read and one write of the row
 // (three passes over it ran at ~1.2 TB/s on the H100). Under a causal mask the keys past the query are
-// neither read nor written: their weights and gradients are 0, which the products that read them take
-// as such (kernels/matmul.py's A triangles), so the matrix above its diagonal is left as it was.
+// not read (their weights and gradients are 0).
 
-// One past the last key that `query`'s weights row reads and writes (none outside the rows).
+// One past the last key that `query`'s weights row reads (none outside the rows).
 fn weights_end(query: u32, inside: bool) -> u32 {
     return select(0u, select(params.keys, min(params.keys, query + 1u), params.causal == 1u), inside);
 }

@@ -184,9 +184,9 @@ class Backend:
     def reduce(self, op, x, dims, out_dtype): raise NotImplementedError
 
     # ---- matmul and convolution (bias added in the product's store) ----
-    # triangle: what of a causal attention's product may be left out (kernels/matmul.py's TRIANGLES: A
-    # read as zero outside "a_tril" / "a_triu"); a dense product is exact wherever it is read; out: a
-    # View to write the result into (its storage is returned), else a fresh dense one
+    # triangle: what of a causal attention's product may be left out (kernels/matmul.py's TRIANGLES);
+    # a dense product is exact wherever it is read; out: a View to write the result into (its storage is
+    # returned), else a fresh dense one
     def matmul(self, a, b, bias=None, bias_dim=-1, triangle=None, out=None): raise NotImplementedError
     # groups: weight (Co, C / groups, kh, kw), each group's filters over its channels; bias with groups 1 only
     def conv2d(self, x, weight, bias, stride, padding, dilation, groups=1): raise NotImplementedError

@@ -72,8 +72,6 @@ class CPUBackend(Backend):
 
     def matmul(self, a, b, bias=None, bias_dim=-1, triangle=None, out=None):   # (dense: exact where read)
         x, y = (self.view(v).astype(_computed_in(v.dtype), copy=False) for v in (a, b))
-        if triangle in ("a_tril", "a_triu"):   # A read as zero outside its triangle
-            x = (np.tril if triangle == "a_tril" else np.triu)(x)
         if y.ndim == 2 and x.ndim > 2:   # (..., M, K) @ (K, N) as one product, not one BLAS call per matrix
             product = (x.reshape(-1, x.shape[-1]) @ y).reshape(*x.shape[:-1], y.shape[-1])
         else:

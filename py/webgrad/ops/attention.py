@@ -78,7 +78,7 @@ class _KeptWeights(Function):
     dv = P^T dout, and dout v^T turned in place into scale dS = scale P (dout v^T - rowsum(P dout v^T)),
     dq = scale dS k, dk = scale dS^T q. Rows with every key masked have P = 0, so out and dS are 0.
     Causal, the products leave out what is zero or never read: P and dS are 0 above their diagonals,
-    where the weights entries neither read nor write and the products read A as zero."""
+    which the weights entries neither read nor keep."""
 
     def forward(self, q, k, v, mask, causal, scale):
         self.q, self.k, self.v, self.causal, self.scale = q, k, v, causal, scale

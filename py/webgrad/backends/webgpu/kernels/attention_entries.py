@@ -213,7 +213,8 @@ def weights_body(entry, regs):
             "let query = b.y + li / LANES;",
             "let inside = (b.x < params.batch) & (query < params.queries);",
             "let row = (b.x * params.queries + query) * params.keys;",
-            "let end = weights_end(query, inside);   // the keys read and written",
+            "let end = weights_end(query, inside);   // the keys read",
+            "let written = select(0u, params.keys, inside);",
             "let lane = li % LANES;",
             "let weights_at = params_offsets(0u) + row;"]
     if entry == "weights":
@@ -243,5 +244,5 @@ def weights_body(entry, regs):
         body += ["let delta = lanes_sum(li, total);"]
         written = [f"params.scale * p{r} * (dp{r} - delta)" for r in range(regs)]
     for key, value in zip(keys, written):
-        body += [f"if ({key} < end) {{", f"    out[weights_at + {key}] = {value};", "}"]
+        body += [f"if ({key} < written) {{", f"    out[weights_at + {key}] = {value};", "}"]
     return body

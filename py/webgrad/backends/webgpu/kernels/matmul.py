@@ -53,12 +53,9 @@ OPERAND_FIELDS = {
 
 
 # Causal attention's products (ops/attention.py's _KeptWeights): shaders/matmul.wgsl's `triangle` for a
-# result read only on and below its diagonal ("out_tril"), an A taken as zero above its diagonal
-# ("a_tril") or below it ("a_triu"), whatever it holds there (attention's weights leave it unwritten);
-# None, a dense product. Each computes the dense product (of A so zeroed) where its result is read.
+# result read only on and below its diagonal ("out_tril"), an A zero above its diagonal ("a_tril") or
+# below it ("a_triu"); None, a dense product. The dense product is what each computes where it is read.
 TRIANGLES = {None: 0, "out_tril": 1, "a_tril": 2, "a_triu": 3}
-# The A triangles, which the kernel's loads of A zero: their WGSL test of A's row r and column c.
-_A_KEEPS = {"a_tril": "{c} <= {r}", "a_triu": "{c} >= {r}"}
 
 
 def _kind(form):
@@ -138,22 +135,15 @@ _MATMUL_OPERANDS = {"a": ("BM", "BK", "row0 + s.x", "t + s.y", "m", "k"),
                     "b": ("BK", "BN", "t + s.x", "col0 + s.y", "k", "n")}
 
 
-def _tile_loader(x, form, cols_fast, wide, element="f32", triangle=None):
+def _tile_loader(x, form, cols_fast, wide, element="f32"):
     """WGSL for operand x: {x}_slot, thread tid's l-th position in the staged slice (row, col;
     consecutive threads walk the columns when cols_fast, else the rows; wide: the first of 4
     columns, or rows, along that walk, a multiple of 4 in number), and load_{x}, the value there
-    (from the operand's element type to f32), zero past the edges and outside an A triangle."""
+    (from the operand's element type to f32), zero past the edges."""
     rows, cols, r, c, r_end, c_end = _MATMUL_OPERANDS[x]
     f = f"params.{x}_"   # this operand's fields
     kind, zero = ("vec4<f32>", "vec4<f32>()") if wide else ("f32", "0.0")
     inside = [f"r < {r_end}", f"c < {c_end}"]
-    keep = None   # a wide load's lanes' test (a vec4<bool>)
-    if triangle is not None and not wide:
-        inside.append(_A_KEEPS[triangle].format(r="r", c="c"))
-    elif triangle is not None:
-        lanes = "vec4(0u, 1u, 2u, 3u)"
-        keep = _A_KEEPS[triangle].format(r="vec4(r)", c=f"(vec4(c) + {lanes})") if cols_fast else \
-            _A_KEEPS[triangle].format(r=f"(vec4(r) + {lanes})", c="vec4(c)")
     row, col = f"min(r, {r_end} - 1u)", f"min(c, {c_end} - 1u)"
     if wide and cols_fast:
         slot = f"vec2(i / ({cols} / 4u), i % ({cols} / 4u) * 4u)"
@@ -183,9 +173,6 @@ def _tile_loader(x, form, cols_fast, wide, element="f32", triangle=None):
     # `&`, not `&&`: short-circuit chains become nested branches, and SwiftShader's compiler never
     # finished the window loader's six of them (Chromium's conv kernels hung at pipeline creation).
     inside = " & ".join(f"({term})" for term in inside)
-    value = _as_f32(f"{x}[at_rc]", kind, element)
-    if keep is not None:
-        value = f"select({zero}, {value}, {keep})"
     return f"""
 fn {x}_slot(tid: u32, l: u32) -> vec2<u32> {{
     let i = tid + l * THREADS;
@@ -196,7 +183,7 @@ fn load_{x}(s: vec2<u32>, row0: u32, col0: u32, t: u32, at: u32, m: u32, n: u32,
     let r = {r};
     let c = {c};
 {lines}
-    return select({zero}, {value}, {inside});
+    return select({zero}, {_as_f32(f"{x}[at_rc]", kind, element)}, {inside});
 }}"""
 
 
@@ -206,13 +193,12 @@ def _as_f32(value, kind, element):
     return value if element == "f32" else f"{kind}({value})"
 
 
-def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wide, b_wide, a_triangle=None,
-                   element="f32", out="f32", epilogue=None):
+def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wide, b_wide, element="f32", out="f32",
+                   epilogue=None):
     """shaders/matmul.wgsl (matmul_small.wgsl for unstaged tiles), each thread's work unrolled over named
     variables; forms and staging orders as in MatmulOperand; bias_along: None, "col" or "row" (the bias
-    follows the output's columns or rows); a_wide / b_wide: the operand is read as vec4s; a_triangle:
-    "a_tril" or "a_triu" (TRIANGLES) to read A as zero outside that triangle; element: the operands' and
-    bias's WGSL type (f32, or f16 read into f32), out: the result's (f32 for split K)."""
+    follows the output's columns or rows); a_wide / b_wide: the operand is read as vec4s; element: the
+    operands' and bias's WGSL type (f32, or f16 read into f32), out: the result's (f32 for split K)."""
     wx, wy, tm, tn, bk = tiles
     write = ("out[at + {}] = " + ("{};" if out == "f32" else f"{out}({{}});") if epilogue is None
              else "store_epilogue(at + {}, {});")   # (a StoreEpilogue)
@@ -227,8 +213,7 @@ def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wi
         rows, cols = [f"row0 + {i}u * WY + lid.y" for i in range(tm)], [f"col0 + {j}u * WX + lid.x" for j in range(tn)]
         store = _store(rows, cols, lambda r, c: f"acc{r}_{c}", bias_along, write)
         return fill("matmul_small", params, ("matmul_batch",), **shared, store=_block(store, 4),
-                    **unstaged_slots(rows, cols, a_form, b_form, lambda x, at: _as_f32(f"{x}[{at}]", "f32", element),
-                                     None if a_triangle is None else _A_KEEPS[a_triangle]))
+                    **unstaged_slots(rows, cols, a_form, b_form, lambda x, at: _as_f32(f"{x}[{at}]", "f32", element)))
     a_loads = wy * tm * bk // (wx * wy) // (4 if a_wide else 1)
     b_loads = wx * tn * bk // (wx * wy) // (4 if b_wide else 1)
     runs_m, runs_n = range(tm // 4), range(tn // 4)
@@ -273,7 +258,7 @@ def _matmul_source(tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wi
     store = _store([f"row0 + {g * 4}u * WY + lid.y * 4u + {i}u" for g in runs_m for i in range(4)],
                    [f"col0 + {j * 4}u * WX + lid.x * 4u + {lane}u" for j in runs_n for lane in range(4)],
                    lambda r, c: f"acc{r}_{c // 4}.{'xyzw'[c % 4]}", bias_along, write)
-    loaders = (_tile_loader("a", a_form, a_along_k, a_wide, element, a_triangle) + "\n" +
+    loaders = (_tile_loader("a", a_form, a_along_k, a_wide, element) + "\n" +
                _tile_loader("b", b_form, not b_along_k, b_wide, element))
     return fill("matmul", params, ("matmul_batch",), **shared, bk=str(bk), loaders=loaders, declare=_block(declare, 4),
                 load_first=_block(load("start.k0"), 4), stage=_block(stage, 8), load_next=_block(load("t + BK"), 8),
@@ -341,8 +326,7 @@ def _plan(a, b, m, n, k, batch, bias_at, tiles, splits, element="f32", triangle=
     a_wide = a_wide and tiles.wy * tiles.tm * tiles.bk % (4 * threads) == 0
     b_wide = b_wide and tiles.wx * tiles.tn * tiles.bk % (4 * threads) == 0
     bias_offset, bias_stride, bias_along = bias_at or (0, 0, None)
-    key = (tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wide, b_wide,
-           triangle if triangle in _A_KEEPS else None, element,
+    key = (tiles, a_form, b_form, a_along_k, b_along_k, bias_along, a_wide, b_wide, element,
            element if splits == 1 else "f32")   # a split K's pieces are summed in f32
     words = matmul_params(_kind(a_form), _kind(b_form)).pack(
         m=m, n=n, k=k, split_k=split_k, bias_offset=bias_offset, bias_stride=bias_stride, triangle=TRIANGLES[triangle],

@@ -13,10 +13,10 @@ CPU divides 4 lanes one at a time.) A line past the output's edge is clamped to 
 store skips it)."""
 
 
-def unstaged_slots(rows, cols, a_form, b_form, read, a_keeps=None):
+def unstaged_slots(rows, cols, a_form, b_form, read):
     """The {{declare}} and {{multiply}} slots: rows and cols, the WGSL of a thread's output rows and
     columns; a_form, b_form, the operands' MatmulOperand forms; read(x, at), the WGSL of operand x's
-    word at `at` as f32; a_keeps: a test of A's row {r} and column {c} (k) outside which A reads zero."""
+    word at `at` as f32."""
     declare = [f"var acc{i}_{j} = 0.0;" for i in range(len(rows)) for j in range(len(cols))]
     multiply, advance = [], []
     for x, lines, form in (("a", rows, a_form), ("b", cols, b_form)):
@@ -27,12 +27,7 @@ def unstaged_slots(rows, cols, a_form, b_form, read, a_keeps=None):
         declare += before
         multiply += step
         advance += after
-    if a_keeps is not None:   # (the loop's k is t)
-        multiply += [f"let a{i}_kept = select(0.0, a{i}, {a_keeps.format(r=row, c='t')});"
-                     for i, row in enumerate(rows)]
-    a_name = "a{}" if a_keeps is None else "a{}_kept"
-    multiply += [f"acc{i}_{j} = fma({a_name.format(i)}, b{j}, acc{i}_{j});" for i in range(len(rows))
-                 for j in range(len(cols))]
+    multiply += [f"acc{i}_{j} = fma(a{i}, b{j}, acc{i}_{j});" for i in range(len(rows)) for j in range(len(cols))]
     return {"declare": "\n".join("    " + line for line in declare),
             "multiply": "\n".join("        " + line for line in multiply + advance)}
 
