@@ -85,30 +85,38 @@ def test_sdpa_kept_weights_dispatches(kept, monkeypatch):
 
 
 @pytest.mark.parametrize("triangle", ["out_tril", "a_tril", "a_triu"])
-@pytest.mark.parametrize("splits", [1, 3])
-def test_causal_products_equal_the_dense_where_read(triangle, splits, monkeypatch):
+@pytest.mark.parametrize("kernel", ["tiled", "tiled, K in pieces", "unstaged", "cpu"])
+@pytest.mark.parametrize("layout", ["a", "a.mT"])
+def test_causal_products_equal_the_dense_where_read(triangle, kernel, layout, monkeypatch):
     """The products causal attention leaves work out of (kernels/matmul.py's TRIANGLES), through the
-    tiled kernel with small tiles (many along the diagonal) and K in pieces: a result's lower triangle,
-    and whole results of operands zero above or below their diagonals, equal to the dense product."""
+    tiled kernel with small tiles (many along the diagonal), K in pieces, the unstaged kernel and the
+    cpu device, A contiguous along K or M (read as vec4s either way where its sizes are multiples of 4):
+    a result's lower triangle, and whole results of operands zero above (a_tril) or below (a_triu)
+    their diagonals, equal to the dense product."""
     from webgrad.backends.webgpu.kernels import matmul as matmul_kernels
-    monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda *_: matmul_kernels.MatmulTiles(4, 4, 4, 4, 8))
-    monkeypatch.setattr(matmul_kernels, "MATMUL_SMALL_MACS", 0)
-    monkeypatch.setattr(matmul_kernels, "matmul_splits", lambda *_: splits)
-    rows, cols, inner = (int(v) for v in rng().integers(20, 70, size=3))
+    device = "cpu" if kernel == "cpu" else "webgpu"
+    if kernel != "cpu":
+        tiles = matmul_kernels.MatmulTiles(4, 4, 4, 4, 1 if kernel == "unstaged" else 8)
+        monkeypatch.setattr(matmul_kernels, "matmul_tiles", lambda *_: tiles)
+        monkeypatch.setattr(matmul_kernels, "MATMUL_SMALL_MACS", 0)
+        monkeypatch.setattr(matmul_kernels, "matmul_splits", lambda *_: 3 if kernel.endswith("pieces") else 1)
+    generator = rng()
+    rows, cols, inner = (int(v) * (4 if generator.random() < 0.5 else 1) for v in generator.integers(6, 18, size=3))
     if triangle == "out_tril":
         a, b = randn(2, rows, inner), randn(2, inner, cols)
         read = np.tril(np.ones((rows, cols), bool))
     else:
-        a = randn(2, rows, cols)
+        a, b = randn(2, rows, cols), randn(2, cols, inner)
         a *= (np.tril if triangle == "a_tril" else np.triu)(np.ones((rows, cols), np.float32))
-        b = randn(2, cols, inner)
         read = np.ones((rows, inner), bool)
-    backend = wg.get_backend("webgpu")
-    x, y = wg_tensor(a, "webgpu"), wg_tensor(b, "webgpu")
+    backend = wg.get_backend(device)
+    x = wg_tensor(a, device) if layout == "a" else wg_tensor(a.transpose(0, 2, 1).copy(), device).mT
+    y = wg_tensor(b, device)
     storage = backend.matmul(x._view, y._view, triangle=triangle)
     out = wg.Tensor(storage, (2, rows, b.shape[-1]), x.dtype, x.device).numpy()
     expected = a.astype(np.float64) @ b
-    np.testing.assert_allclose(out[:, read], expected[:, read], atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(out[:, read], expected[:, read], atol=1e-4, rtol=1e-4,
+                               err_msg=f"{kernel}, {layout}: rows {rows} cols {cols} inner {inner}")
 
 
 def test_sdpa_kept_weights_causal_through_tiles(kept, monkeypatch):
