@@ -2,14 +2,16 @@
 // forward: one thread per output element (n, c): out[n, c] = weight[index[n], c]. An index outside
 //          [0, R) is reported (shaders/index_error.wgsl: the runtime raises it at the next read) and
 //          reads row 0.
-// backward: out[r, c] = the sum of grad[n, c] over the positions n with index[n] == r, in n's order
-//          (deterministic, no atomics on floats): a workgroup per (row r, block of WORKGROUP_SIZE
-//          columns) reads the indices a chunk of WORKGROUP_SIZE at a time, marks the chunk's hits as
-//          bits of workgroup words and visits only those, so chunks without r cost one read each.
-//          Row `padding` (-1: none) gets 0; with `scale_by_freq` the sum is divided by r's count.
-//          An index outside [0, R) adds nowhere (the forward reported it).
+// backward: out[p, r, c] = the sum of grad[n, c] over the positions n of piece p (`span` of them)
+//          with index[n] == r, in n's order (deterministic, no atomics on floats; the backend sums the
+//          pieces where there are several): a workgroup per (piece p, row r, block of WORKGROUP_SIZE
+//          columns) reads the piece's indices a chunk of WORKGROUP_SIZE at a time, marks the chunk's
+//          hits as bits of workgroup words and visits only those, so chunks without r cost one read
+//          each. Row `padding` (-1: none) gets 0; with `scale_by_freq` (one piece) the sum is divided
+//          by r's count. An index outside [0, R) adds nowhere (the forward reported it).
 // Parameters (kernels/embedding.py's EMBEDDING_PARAMS): out is contiguous, `rows` R by `cols` C
-// (forward: N by C); `count` N indices at offsets(1) + n * `index_stride`; src (the weight forward,
+// (forward: N by C; backward: (pieces, R, C)); `count` N indices at offsets(1) + n * `index_stride`,
+// `span` of them a piece (backward); src (the weight forward,
 // the (N, C) gradient backward) at offsets(0) through its two `src_strides`.
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<storage, read> src: array<f32>;
@@ -54,8 +56,10 @@ fn backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: 
             @builtin(local_invocation_index) li: u32) {
     let blocks = (params.cols + WORKGROUP_SIZE - 1u) / WORKGROUP_SIZE;
     let id = flat_id(wg, nwg);
-    let r = id / blocks;
+    let piece = id / (params.rows * blocks);
+    let r = id / blocks % params.rows;
     let c = (id % blocks) * WORKGROUP_SIZE + li;
+    let end = min(params.count, (piece + 1u) * params.span);
     if (li < WORDS) {
         atomicStore(&hits[0][li], 0u);
         atomicStore(&hits[1][li], 0u);
@@ -64,9 +68,9 @@ fn backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: 
     var sum = 0.0;
     var count = 0u;
     var bank = 0u;
-    for (var start = 0u; start < params.count; start += WORKGROUP_SIZE) {
+    for (var start = piece * params.span; start < end; start += WORKGROUP_SIZE) {
         let n = start + li;
-        if (n < params.count && index_at(n) == i32(r)) {
+        if (n < end && index_at(n) == i32(r)) {
             atomicOr(&hits[bank][li / 32u], 1u << (li % 32u));
         }
         workgroupBarrier();
@@ -84,8 +88,8 @@ fn backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: 
         bank = 1u - bank;
         workgroupBarrier();
     }
-    if (r < params.rows && c < params.cols) {
+    if ((piece == 0u || piece * params.span < params.count) && c < params.cols) {   // (past the pieces: none)
         let scale = select(1.0, 1.0 / f32(max(count, 1u)), params.scale_by_freq == 1u);
-        out[r * params.cols + c] = select(sum * scale, 0.0, i32(r) == params.padding);
+        out[(piece * params.rows + r) * params.cols + c] = select(sum * scale, 0.0, i32(r) == params.padding);
     }
 }

@@ -1,6 +1,6 @@
 """F.embedding and nn.Embedding against torch: the rows picked, the weight's gradient summed on the
-device (repeated indices, padding_idx, scale_grad_by_freq), torch's init and module rules, and one
-kernel each way."""
+device (repeated indices, padding_idx, scale_grad_by_freq; on a GPU in pieces where the rows are few),
+torch's init and module rules, and one kernel each way (two backward where in pieces)."""
 import numpy as np
 import pytest
 import torch
@@ -136,3 +136,22 @@ def test_embedding_past_the_grid():
     index[0] = rows - 1
     check_op(lambda i, w: F.embedding(i, w), index, randn(rows, 2), device="webgpu",
              torch_fn=lambda i, w: TF.embedding(i, w))
+
+
+@pytest.mark.parametrize("padding_idx,scale_grad_by_freq", [(None, False), (1, False), (None, True)])
+def test_embedding_backward_in_pieces_as_on_a_gpu(padding_idx, scale_grad_by_freq, monkeypatch):
+    """On a GPU a few rows' backward splits the indices into pieces (the last one shorter), summed after
+    it: as torch's, and two dispatches; scale_grad_by_freq keeps one (its counts are the whole's)."""
+    from webgrad.backends.webgpu.kernels import embedding as embedding_kernels
+    monkeypatch.setattr(wg.get_backend("webgpu"), "is_software", False)
+    monkeypatch.setattr(embedding_kernels, "EMBEDDING_MIN_SPAN", 256)
+    rows, count = 5, int(rng().integers(1100, 1500))
+    index, weight, grad = integers(count, low=0, high=rows), randn(rows, 300), randn(count, 300)
+    check_op(lambda i, w: F.embedding(i, w, padding_idx, scale_grad_by_freq=scale_grad_by_freq), index, weight,
+             device="webgpu", fd=False,
+             torch_fn=lambda i, w: TF.embedding(i, w, padding_idx, scale_grad_by_freq=scale_grad_by_freq))
+    w = wg_tensor(weight, "webgpu", requires_grad=True)
+    out = F.embedding(wg_tensor(index, "webgpu"), w, padding_idx, scale_grad_by_freq=scale_grad_by_freq)
+    kernels = dispatched_kernels(monkeypatch)
+    out.backward(wg_tensor(grad, "webgpu"))
+    assert len(kernels) == (1 if scale_grad_by_freq else 2), tag(f"backward took {len(kernels)} dispatches")
