@@ -23,7 +23,8 @@ scalars are parameters, and the pipeline is cached by the source.
 
 Epilogues: a producer (kernels/epilogue.py: a kernel whose threads own its result's elements, one
 thread an element; _PRODUCERS names the families that read their dispatches as one: an unsplit
-matmul or convolution product, a max pool either way, a pass of a float32 sum) starts a group as a
+matmul or convolution product written densely, a layer or RMS norm's y or dx, a max pool either way,
+a pass of a float32 sum) starts a group as a
 map does, as its first member: maps join it as above (as many elements as its result, which they
 read at offset + i, contiguous, as it writes it), except those writing a buffer it binds, reading
 one it writes besides its result, and maps recorded before it that touch its result's buffer (they
