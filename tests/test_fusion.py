@@ -259,6 +259,19 @@ def test_a_product_read_through_another_layout_keeps_its_map_apart():
     check_fusion(lambda: fn, _inputs((5, 3), (3, 5), (5, 5)), saved=0)
 
 
+def test_a_product_written_through_a_view_keeps_its_map_apart(monkeypatch):
+    """Attention's kept weights write P v through torch's (B, T, H, hd) layout: the maps after it
+    (the transpose back, then * 2 + 1) index its result densely, so they stay a kernel of their own."""
+    from webgrad.ops import attention as attention_op
+    monkeypatch.setattr(attention_op, "KEEP_WEIGHTS", True)
+
+    def fn(x):
+        q, k, v = (t.view(2, 7, 2, 8).transpose(1, 2) for t in x.split(16, dim=2))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return y.transpose(1, 2).contiguous().view(2, 7, 16) * 2.0 + 1.0
+    check_fusion(lambda: fn, _inputs((2, 7, 48)), saved=1)   # (* 2 and + 1: one kernel)
+
+
 def _train_losses(model, loss_of, x, y, fuse, steps=4):
     """Losses and final weights of a few jitted training steps (Adam) on one batch (numpy arrays)."""
     opt = wg.optim.Adam(model.parameters(), lr=1e-2)

@@ -7,7 +7,7 @@ import math
 import struct
 
 from .... import dtypes
-from ...base import COPY, FILL, SUM, flat
+from ...base import COPY, FILL, SUM, contiguous_strides, flat
 from .common import check_gpu_dtype, fill, groups
 from .epilogue import Producer, epilogue_fields
 from .epilogue import bindings as epilogue_bindings
@@ -92,20 +92,16 @@ def product_producer(key, block):
     if head["split_k"] < head["k"]:
         return None
     batch = words[len(scalars):len(scalars) + ndim]
-    if words[len(scalars) + 3 * ndim:] != _dense_strides(batch, head["m"] * head["n"]) or (
+    if words[len(scalars) + 3 * ndim:] != _dense_strides(batch, head["m"], head["n"]) or (
             head["out_offset"], head["out_row_stride"]) != (0, head["n"]):
         return None
     return Producer(key, "main", words, math.prod(batch) * head["m"] * head["n"],
                     lambda epilogue: _matmul_source(*key[1:], epilogue))
 
 
-def _dense_strides(batch, matrix):
-    """The batch strides of a dense (*batch, M, N) result, matrix = M * N."""
-    strides, step = [], matrix
-    for size in reversed(batch):
-        strides.append(step)
-        step *= size
-    return tuple(reversed(strides))
+def _dense_strides(batch, m, n):
+    """The batch strides of a dense (*batch, M, N) result."""
+    return contiguous_strides((*batch, m, n))[:len(batch)]
 
 
 def _words_of_4(*positions):
@@ -317,7 +313,7 @@ def _plan(a, b, m, n, k, batch, bias_at, tiles, splits, element="f32", triangle=
     repeats its products."""
     split_k = -(-k // splits // tiles.bk) * tiles.bk
     splits = -(-k // split_k)
-    out_offset, out_row_stride, out_batch_strides = out_at or (0, n, _dense_strides(batch, m * n))
+    out_offset, out_row_stride, out_batch_strides = out_at or (0, n, _dense_strides(batch, m, n))
     threads = tiles.wx * tiles.wy
     a_form, a_along_k, a_wide, a_fields, a_batch_strides = a
     b_form, b_along_k, b_wide, b_fields, b_batch_strides = b
