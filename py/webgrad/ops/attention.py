@@ -9,6 +9,7 @@ Dropout, a float mask that needs a gradient and heads larger than the device's k
 the composed way (attention_weights, then a product), as do attention weights that a caller
 wants to see (nn.MultiheadAttention's need_weights).
 """
+import functools
 import math
 
 from ..amp import autocast_op
@@ -34,8 +35,13 @@ def _strides_like(shape, like):
     """The strides of a fresh tensor of `shape` with its dims in the order of tensor `like`'s (largest
     stride outermost, broadcast dims outside, the last dim innermost), as torch's attention lays out
     its output: the GPT's (B, H, T, hd) views of (B, T, 3C) give a view of (B, T, H, hd)."""
+    return _strides_in_order(tuple(shape), like._strides)
+
+
+@functools.lru_cache(maxsize=256)   # (an eager call asks for four; a model's layouts repeat)
+def _strides_in_order(shape, like_strides):
     def outer_first(d):
-        return -math.inf if like._strides[d] == 0 else -like._strides[d]
+        return -math.inf if like_strides[d] == 0 else -like_strides[d]
     strides, step = [0] * len(shape), 1
     for d in reversed(sorted(range(len(shape) - 1), key=outer_first) + [len(shape) - 1]):
         strides[d] = step
@@ -231,7 +237,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     batch = broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     if attn_mask is not None:
         batch = broadcast_shapes(batch, attn_mask.shape[:-2])
-    query, key, value = (t.expand(batch + t.shape[-2:]) for t in (query, key, value))
+    query, key, value = (t if t.shape[:-2] == batch else t.expand(batch + t.shape[-2:]) for t in (query, key, value))
     largest = query.backend.attention_max_head
     fused = (dropout_p == 0.0 and not (attn_mask is not None and attn_mask.requires_grad) and
              (largest is None or max(query.shape[-1], value.shape[-1]) <= largest))

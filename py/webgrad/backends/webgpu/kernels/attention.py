@@ -3,6 +3,7 @@ structure): one dispatch forward; three backward (delta, then dk and dv over key
 query blocks: WGSL has no float atomics to share one pass); and, for attention that keeps its weights
 on a GPU (ops/attention.py's _KeptWeights), the softmax of its scores and that softmax's gradient, in
 place (the weights entries). kernels/attention_entries.py writes out the tiled entries."""
+import functools
 import math
 from typing import NamedTuple
 
@@ -113,6 +114,7 @@ class Tiles(NamedTuple):
         return 16 * self.scratch + 4 * self.stats
 
 
+@functools.lru_cache(maxsize=None)   # (a search; an eager attention call asks for it a dispatch)
 def attention_tiles(nq, nv, workgroup_bytes=WORKGROUP_BYTES, blockings=SOFTWARE_BLOCKINGS):
     """The tiles for heads of nq (q, k) and nv (v) vec4s: of the first of `blockings` whose tiles of
     OTHER_ROWS[0] rows fit WebGPU's default 16 KiB, else of the last, by _largest_tiles."""
