@@ -115,7 +115,9 @@ def test_run_marks_the_error_line_and_reads_the_network_back(page, open_playgrou
     assert "error" not in text(page, "status"), text(page, "output")
     assert page.input_value("#hidden") == ", ".join(map(str, widths)) and page.input_value("#lr") == "0.1"
     assert f"hidden={','.join(map(str, widths))}" in page.url and "lr=0.1" in page.url
-    assert page.text_content("#shape") == " → ".join(map(str, [2, *widths, 2])) + " units"
+    # the diagram follows the run's frames, which may be drawn after its last output line
+    shape = " → ".join(map(str, [2, *widths, 2])) + " units"
+    wait_for(page, f"document.querySelector('#shape').textContent === {shape!r}", 10)
     assert page.locator("#net .hid").count() == sum(min(w, 8) for w in widths)   # 8 units shown a layer
     # all the edit changed was settings: the code is the controls' again, its summary line too
     assert page.is_hidden("[data-testid=code-edited]")
