@@ -1,7 +1,7 @@
 """The MNIST view's controls say what the model is and does: Train for trains that many steps, a
 bad seed is turned back, the test accuracy says which model it is from, a setting changed during a
 run asks before throwing the run away, a Stop in another tab leaves this one alone, and Train waits
-for a new model to be tested.
+for a new model to be tested, while the previous model's results show as such.
 
 The tests share one page and run in order (each starts from where the last left the model); its
 seed is drawn afresh each run (the failure messages name it)."""
@@ -154,20 +154,26 @@ def test_after_stop_the_test_accuracy_says_it_is_older_than_the_model(page):
 def test_train_is_off_until_a_new_model_is_tested(page):
     """A new model is tested before Train may start it (the CNN, on a software GPU, for seconds):
     until then Train and Download are off, as pressed they would wait behind the test saying
-    nothing, and the status says what goes on. Then Train trains it."""
+    nothing, and the status says what goes on; the previous model's test accuracy and test digits
+    stay in view, dimmed, and the accuracy says whose they are. Then Train trains it."""
     page.select_option("[data-testid=mnist-model]", "cnn")
-    seen = []   # (Train off, Download off, the status), read until Train is on again
+    seen = []   # (Train off, Download off, the status, (accuracy, digits) dimmed, the accuracy's caption)
     for _ in range(1200):
         seen.append(tuple(page.evaluate("""[document.querySelector('[data-testid=mnist-train]').disabled,
             document.querySelector('[data-testid=mnist-download]').disabled,
-            document.querySelector('[data-testid=mnist-status]').textContent]""")))
+            document.querySelector('[data-testid=mnist-status]').textContent,
+            ['mnist-accuracy', 'digits'].map((id) => document.querySelector(`[data-testid=${id}]`).classList.contains('stale')),
+            document.querySelector('[data-testid=mnist-accuracy-at]').textContent]""")))
         if not seen[-1][0] and seen[-1][2].startswith("Ready") or "rror" in seen[-1][2]:
             break
         page.wait_for_timeout(50)
     ready = seen.pop()
-    assert ready == (False, False, "Ready: press Train"), f"seed {SEED}: {ready}"
-    assert all(train_off and download_off for train_off, download_off, _ in seen), f"seed {SEED}: {seen}"
-    assert any(said == "Testing the new model on 1,000 digits…" for _, _, said in seen), seen
+    assert ready == (False, False, "Ready: press Train", [False, False], "at step 0, before training"), \
+        f"seed {SEED}: {ready}"
+    assert all(train_off and download_off for train_off, download_off, *_ in seen), f"seed {SEED}: {seen}"
+    assert any(said == "Testing the new model on 1,000 digits…" for _, _, said, *_ in seen), seen
+    current_looking = [r for r in seen if r[3:] != ([True, True], "previous model: testing the new one…")]
+    assert not current_looking, f"seed {SEED}: the previous model's results look current: {current_looking[:3]}"
 
     page.click("[data-testid=mnist-train]")
     wait_for(page, "Number(document.querySelector('[data-testid=mnist-step-count]').textContent) > 0", 60)

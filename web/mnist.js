@@ -26,6 +26,9 @@ const LABELS = { model: { mlp: 'MLP (784-128-10)', cnn: 'CNN (2 conv layers)' },
 const SEED = wholeNumber(0, 99999);
 const TRAIN_SIZE = 60000;
 const SHOWN_DIGITS = 60;
+// What shows a model's test results (and its guess of the drawing) besides the accuracy: dimmed once
+// a new model replaces it.
+const RESULT_VIEWS = ['mnist-accuracy-of', 'mnist-chart', 'mnist-confusion', 'mnist-digits', 'prediction', 'probabilities'];
 
 // Settings from a URL hash such as "#view=mnist&model=cnn&steps=500"; bad values fall back to defaults,
 // each one pushed to corrections as {key, value, allowed, using} (allowed null: no such setting).
@@ -47,6 +50,7 @@ export function mnistView(post, initialHash) {
   let started = false;
   let training = false;
   let preparing = false;        // a model asked for (the controls', a weights file's) is on its way: made and tested
+  let resultsStale = false;     // the test results shown are a replaced model's: the new one is not tested yet
   let busyAtStop = false;       // this tab had work under way when a Stop was last pressed
   let plan = 0;                 // the step count the current Train run stops at
   let runLength = 0;            // that run's length in steps (Train for when it started)
@@ -146,6 +150,14 @@ export function mnistView(post, initialHash) {
     preparing = true;
     setBusy(true);
     setStatus(status);
+    markResultsStale(true);
+  }
+
+  // The results on screen stay while a new model is made and tested, but they are the previous
+  // model's: dimmed until the new one's test (stale false), and the accuracy says whose they are.
+  function markResultsStale(stale) {
+    resultsStale = stale && predictions !== null;   // none shown yet: nothing to mark
+    showResultsAge(shownSteps());
   }
 
   function setBusy(busy) {
@@ -173,16 +185,22 @@ export function mnistView(post, initialHash) {
   function showProgress(steps) {
     showRunProgress('mnist', steps, { training, plan, runLength }, Number(settings.steps));
     $('mnist-epoch').textContent = ((steps * Number(settings.batch)) / TRAIN_SIZE).toFixed(2);
-    showAccuracyAge(steps);
+    showResultsAge(steps);
   }
 
-  // Behind the step count while no run goes on: Stop (or an error) ended the run before its test.
-  function showAccuracyAge(steps) {
+  // Whose and how old the test results are: the step the accuracy is from, behind the step count
+  // while no run goes on when Stop (or an error) ended the run before its test; or, dimmed, that they
+  // are a replaced model's.
+  function showResultsAge(steps) {
     showAge('mnist-accuracy', evaluatedAt, steps,
             training ? 'tested every few seconds' : `not tested since; the model is at step ${steps}`);
-    if (evaluatedAt === 0) {
+    if (resultsStale) {
+      $('mnist-accuracy').classList.add('stale');   // after showAge, which greys it for its age alone
+      $('mnist-accuracy-at').textContent = `previous model: ${preparing ? 'testing the new one…' : 'the new one is untested'}`;
+    } else if (evaluatedAt === 0) {
       $('mnist-accuracy-at').textContent = `at step 0, ${loadedFrom ? `with the weights of ${loadedFrom}` : 'before training'}`;
     }
+    for (const id of RESULT_VIEWS) $(id).classList.toggle('stale', resultsStale);
   }
 
   function addPoint(step, loss, trainAccuracy, testAccuracy) {
@@ -227,7 +245,7 @@ export function mnistView(post, initialHash) {
     evaluatedAt = steps;
     $('mnist-accuracy').textContent = accuracy.toFixed(3);
     $('mnist-accuracy-of').textContent = `${right} of ${n} test digits right`;
-    showAccuracyAge(shownSteps());
+    showResultsAge(shownSteps());
     addPoint(steps, null, null, accuracy);
     drawConfusion(confusion);
     drawDigits();
@@ -315,6 +333,8 @@ export function mnistView(post, initialHash) {
     },
     'mnist-eval'({ steps, predictions: p }) {
       predictions = p;
+      // while a new model is prepared, the test may be of one it replaces; else it is of the current one
+      if (!preparing) markResultsStale(false);
       showEvaluation(steps);
       pad.predict();  // the drawing's guess follows the model as it learns
     },
@@ -329,12 +349,14 @@ export function mnistView(post, initialHash) {
     },
     'mnist-ready'() {   // the new model is tested
       preparing = false;
+      markResultsStale(false);
       setBusy(false);
       setStatus(loadedFrom ? `Loaded the ${LABELS.model[settings.model]} weights of ${loadedFrom}: Train goes on from them`
         : 'Ready: press Train');
     },
     'mnist-error'({ text }) {   // a new model that failed leaves the one before
       pad.dropped();
+      if (preparing) markResultsStale(false);
       preparing = false;
       setBusy(!started);  // without a worker (no WebGPU) there is nothing to press
       setStatus(text, 'error');
@@ -348,6 +370,8 @@ export function mnistView(post, initialHash) {
       training = false;
       preparing = false;
       if (restarted) started = false;
+      // a Stop during a new model's test leaves it untested; a restart leaves no model at all
+      markResultsStale(resultsStale || restarted);
       setBusy(restarted || !model);
       $('mnist-reset').disabled = restarted;
       setStatus(restarted ? 'Stopped: Python was restarted, and a fresh model comes once it is ready'
