@@ -11,7 +11,6 @@ import math
 from . import autograd as _autograd
 from .autograd import _anomaly_mode, _check_anomaly, _grad_mode
 from .autograd_function import SlotGrads
-from .backends.base import contiguous_strides
 from .dtypes import TYPE_NAMES
 
 
@@ -30,15 +29,10 @@ def _boxes_disjoint(a, b):
     return any(sa + na <= sb or sb + nb <= sa for sa, na, sb, nb in zip(a[0], a[1], b[0], b[1]))
 
 
-def _in_place(g):
-    """Whether WindowGrads that tile their tensor already lie in one storage where a contiguous
-    gradient of the whole holds them (gradients written there by their producer: attention's dq, dk
-    and dv of a split product's result), so the whole is that storage as it stands."""
-    first, strides = g[0].grad, contiguous_strides(g[0].shape)
-    return all(w.grad._storage is first._storage and w.grad.dtype is first.dtype and
-               w.grad._offset == sum(start * stride for start, stride in zip(w.window[0], strides)) and
-               all(size == 1 or got == stride for size, got, stride in zip(w.window[1], w.grad._strides, strides))
-               for w in g)
+def _lies_at(grad, target):
+    """Whether tensor grad is the view target: the same storage and dtype, the same elements."""
+    return (grad._storage is target._storage and grad.dtype is target.dtype and grad._offset == target._offset
+            and all(size == 1 or a == b for size, a, b in zip(target.shape, grad._strides, target._strides)))
 
 
 def _dense(g):
@@ -51,8 +45,11 @@ def _dense(g):
     unit_steps = all(set(w.window[2]) <= {1} for w in g)
     disjoint = unit_steps and all(_boxes_disjoint(a.window, b.window) for i, a in enumerate(g) for b in g[:i])
     if disjoint and sum(math.prod(w.window[1]) for w in g) == math.prod(shape):   # the pieces tile it
-        if _in_place(g):
-            return _autograd._tensor.Tensor(first._storage, shape, first.dtype, first.device)
+        # the pieces may already lie where a contiguous whole on their storage holds them (written there by
+        # their producer: attention's dq, dk and dv of a split product's result): that whole, as it stands
+        whole = _autograd._tensor.Tensor(first._storage, shape, first.dtype, first.device)
+        if all(_lies_at(w.grad, _slice_view(whole, *w.window)) for w in g):
+            return whole
         out = _autograd._tensor.Tensor(first.backend.empty(math.prod(shape), first.dtype), shape, first.dtype,
                                        first.device)
     else:

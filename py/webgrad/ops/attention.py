@@ -38,6 +38,12 @@ def _strides_like(shape, like):
     return _strides_in_order(tuple(shape), like._strides)
 
 
+def _fresh_like(shape, like):
+    """A fresh tensor of `shape` in tensor `like`'s layout (_strides_like)."""
+    return Tensor(like.backend.empty(math.prod(shape), like.dtype), shape, like.dtype, like.device,
+                  _strides_like(shape, like))
+
+
 @functools.lru_cache(maxsize=256)   # (an eager call asks for four; a model's layouts repeat)
 def _strides_in_order(shape, like_strides):
     def outer_first(d):
@@ -91,10 +97,8 @@ class _KeptWeights(Function):
         scores = self._product(q, k.mT, "out_tril")
         q.backend.attention_softmax(scores._view, None if mask is None else mask._view, causal, scale)
         self.weights = scores
-        out = None
-        if q.backend.attention_layouts:   # out in torch's layout, as _Attention's
-            shape = q.shape[:-1] + (v.shape[-1],)
-            out = Tensor(q.backend.empty(math.prod(shape), q.dtype), shape, q.dtype, q.device, _strides_like(shape, q))
+        # out in torch's layout, as _Attention's
+        out = _fresh_like(q.shape[:-1] + (v.shape[-1],), q) if q.backend.attention_layouts else None
         return self._product(scores, v, "a_tril", out)
 
     def backward(self, grad):
@@ -118,8 +122,7 @@ class _KeptWeights(Function):
                                                              zip(q.shape, q._strides)) + 1
             storage = q.backend.empty(extent, q.dtype)
             return tuple(Tensor(storage, t.shape, t.dtype, t.device, t._strides, t._offset) for t in (q, k, v))
-        return tuple(Tensor(t.backend.empty(t.numel(), t.dtype), t.shape, t.dtype, t.device, _strides_like(t.shape, t))
-                     for t in (q, k, v))
+        return tuple(_fresh_like(t.shape, t) for t in (q, k, v))
 
     def _product(self, a, b, triangle, out=None):
         """a @ b, operands of one batch shape, into out where given; triangle: what of it causal

@@ -72,6 +72,13 @@ def groups(count, size=WORKGROUP_SIZE):
     return max(1, -(-count // size))
 
 
+def pieces(count, wanted, unit):
+    """count cut into about `wanted` pieces of whole units each (the last one shorter): (a piece's
+    length, the pieces), at least one piece."""
+    span = -(-count // wanted // unit) * unit
+    return span, groups(count, max(span, 1))
+
+
 def load(kind, buffer, at):
     """WGSL: the element of a `kind` buffer at position `at` (a name: uint8 reads it twice)."""
     return f"byte_at({buffer}[{at} >> 2u], {at})" if kind is dtypes.uint8 else f"{buffer}[{at}]"

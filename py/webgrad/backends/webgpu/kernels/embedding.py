@@ -2,7 +2,7 @@
 way; the backward sums each row's picks on the device, deterministically."""
 from ...base import SUM, flat
 from .. import index_errors
-from .common import WORKGROUP_SIZE, check_gpu_dtype, fill, groups
+from .common import WORKGROUP_SIZE, check_gpu_dtype, fill, groups, pieces
 from .params import ParamBlock, i32, u32
 
 # What the forward reports an index outside [0, R) as (torch's words, and the index; index_errors.py).
@@ -32,18 +32,17 @@ class EmbeddingKernels:
     def embedding_backward(self, grad, index, rows, padding_idx, scale_by_freq):
         cols, count = grad.shape[1], index.shape[0]
         workgroups = rows * -(-cols // WORKGROUP_SIZE)
-        pieces = 1
+        wanted = 1
         if not self.is_software and not scale_by_freq:   # (a frequency is the whole count's)
-            pieces = max(1, min(count // EMBEDDING_MIN_SPAN, -(-EMBEDDING_GROUPS // max(workgroups, 1))))
-        span = -(-count // pieces // WORKGROUP_SIZE) * WORKGROUP_SIZE   # whole chunks a piece
-        pieces = max(1, -(-count // max(span, 1)))
-        out = self._empty((pieces, rows, cols), grad.dtype)
+            wanted = max(1, min(count // EMBEDDING_MIN_SPAN, -(-EMBEDDING_GROUPS // max(workgroups, 1))))
+        span, count_pieces = pieces(count, wanted, WORKGROUP_SIZE)   # whole chunks a piece
+        out = self._empty((count_pieces, rows, cols), grad.dtype)
         if rows * cols:
             self._embedding_dispatch("backward", out, grad, index, rows, -1 if padding_idx is None else padding_idx,
-                                     scale_by_freq, workgroups * pieces, span)
-        if pieces == 1:
+                                     scale_by_freq, workgroups * count_pieces, span)
+        if count_pieces == 1:
             return out
-        return self.reduce(SUM, flat(out, (pieces, rows * cols), grad.dtype), (0,), grad.dtype)
+        return self.reduce(SUM, flat(out, (count_pieces, rows * cols), grad.dtype), (0,), grad.dtype)
 
     def _embedding_dispatch(self, entry, out, src, index, rows, padding, scale_by_freq, workgroups, span=0):
         words = EMBEDDING_PARAMS.pack(rows=rows, cols=src.shape[1], count=index.shape[0], span=span,

@@ -8,7 +8,7 @@ import struct
 
 from .... import dtypes
 from ...base import COPY, FILL, SUM, contiguous_strides, flat
-from .common import check_gpu_dtype, fill, groups
+from .common import check_gpu_dtype, fill, groups, pieces
 from .epilogue import Producer, epilogue_fields
 from .epilogue import bindings as epilogue_bindings
 # The tilings (matmul_tuning.py), by their names here too, as the tests and the bench use them.
@@ -311,8 +311,7 @@ def _plan(a, b, m, n, k, batch, bias_at, tiles, splits, element="f32", triangle=
     result goes: None, a dense tensor of its own; or (offset, row stride, batch strides) of a view
     with unit column stride (an unsplit product only): worked out once per layout, as a training step
     repeats its products."""
-    split_k = -(-k // splits // tiles.bk) * tiles.bk
-    splits = -(-k // split_k)
+    split_k, splits = pieces(k, splits, tiles.bk)
     out_offset, out_row_stride, out_batch_strides = out_at or (0, n, _dense_strides(batch, m, n))
     threads = tiles.wx * tiles.wy
     a_form, a_along_k, a_wide, a_fields, a_batch_strides = a
@@ -348,8 +347,7 @@ class MatmulKernels:
         into a view out where one is given."""
         count = math.prod(batch)
         if out is not None and (count * m * n == 0 or k == 0 or out.strides[-1] != 1):   # (rare: through a copy)
-            dense = self._product(a, b, m, n, k, batch, bias, bias_dim, dtype, triangle)
-            return self.map(COPY, (flat(dense, out.shape, dtype),), out.shape, dtype, dtype, out=out)
+            return self._copied(self._product(a, b, m, n, k, batch, bias, bias_dim, dtype, triangle), out, dtype)
         if count * m * n == 0:
             return self._empty((*batch, m, n), dtype)
         if k == 0:
@@ -379,8 +377,8 @@ class MatmulKernels:
                                          triangle, None if out is None else (out.offset, out.strides[-2],
                                                                              tuple(out.strides[:-2])))
         if out is not None and splits > 1:   # the pieces are dense: their sum, then a copy into out
-            dense = self._tiled_product(a, b, layouts, m, n, k, batch, bias, bias_at, dtype, tiles, splits, triangle)
-            return self.map(COPY, (flat(dense, out.shape, dtype),), out.shape, dtype, dtype, out=out)
+            return self._copied(self._tiled_product(a, b, layouts, m, n, k, batch, bias, bias_at, dtype, tiles, splits,
+                                                    triangle), out, dtype)
         pieces = dtype if splits == 1 else dtypes.float32
         storage = out.storage if out is not None else self._empty(
             (splits, *batch, m, n) if splits > 1 else (*batch, m, n), pieces)
@@ -391,6 +389,10 @@ class MatmulKernels:
         if splits == 1:
             return storage
         return self.reduce(SUM, flat(storage, (splits, count * m * n), pieces), (0,), dtype)
+
+    def _copied(self, dense, out, dtype):
+        """A dense product's storage copied into the view out (a product that cannot write it directly)."""
+        return self.map(COPY, (flat(dense, out.shape, dtype),), out.shape, dtype, dtype, out=out)
 
     def _empty_product(self, shape, bias, bias_dim, dtype):
         """A product over an empty K: zeros, plus the bias."""
